@@ -1,0 +1,762 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""SGLang start-up log intelligence (standard library only).
+
+``parse_log(text)`` turns an SGLang start-up log (0.5.9 wording, and the 0.5.10 variants) into
+structured facts: outcome, the decisive failure with a hint, the phase reached and the numbers
+SGLang logged.  ``LogParser`` is the streaming form: feed it lines (or chunks) and ask for
+``result()``; its memory does not grow with the length of the log.
+
+Untrusted input: nothing is executed or evaluated, every regular expression is linear (no nested
+quantifiers over the same characters) and every buffer is bounded.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import io
+import re
+from collections import deque
+
+PHASES = ("args", "dist_init", "load_weights", "memory_pool", "cuda_graph", "draft", "http", "warmup", "ready")
+_PHASE_INDEX = dict((p, i) for i, p in enumerate(PHASES))
+
+KINDS = (
+    "kv_pool_oom", "weight_load_oom", "cuda_graph_oom", "cuda_oom", "port_in_use", "import_error",
+    "nccl_error", "model_not_found", "unsupported_model", "tp_mismatch", "bad_argument", "other",
+)
+
+# How strongly a kind names a root cause.  When several failures are logged (two TP ranks, the
+# sigquit echo, an NCCL error on the rank whose peer died) the most specific one wins; ties go to
+# the earliest.  NCCL errors are often a consequence of a peer rank dying, hence ranked low.
+_SPECIFICITY = {
+    "kv_pool_oom": 9, "weight_load_oom": 9, "cuda_graph_oom": 9, "port_in_use": 9, "import_error": 9,
+    "model_not_found": 9, "tp_mismatch": 9, "bad_argument": 9, "unsupported_model": 8, "cuda_oom": 7,
+    "nccl_error": 4, "other": 2,
+}
+
+# The phase a failure kind implies was reached (used when only the error line was pasted).
+_KIND_PHASE = {
+    "kv_pool_oom": "memory_pool", "weight_load_oom": "load_weights", "cuda_graph_oom": "cuda_graph",
+    "nccl_error": "dist_init", "tp_mismatch": "load_weights", "port_in_use": "http",
+}
+
+MAX_LINE = 4096          # longer lines are cut (bounded memory per line)
+TRACEBACK_TAIL = 30      # lines kept of the last traceback
+MESSAGE_MAX = 600        # characters kept of the decisive message
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# journald / `systemctl status` / syslog prefixes: "Nov 29 21:26:45 host unit[123]: " and short-iso.
+_JOURNAL = re.compile(
+    r"^\s*(?:[A-Z][a-z]{2} [ 0-9]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+    r" \S+ [^\s:\[]+(?:\[\d+\])?: ")
+# SGLang's own prefix: "[2026-05-09 09:16:44(.123)( DP0)( TP1)] message"
+_SGL = re.compile(
+    r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?)((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ?(.*)$")
+_UVICORN_LEVEL = re.compile(r"^(INFO|ERROR|WARNING|DEBUG|CRITICAL):\s+(.*)$")
+
+_NUM = r"(-?\d+(?:\.\d+)?)"
+_RE_LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=" + _NUM + r" ?GB")
+_RE_LOAD_END = re.compile(r"Load weight end\..*?avail mem=" + _NUM + r" ?GB, mem usage=" + _NUM + r" ?GB")
+_RE_KV = re.compile(r"KV Cache is allocated\. #tokens: (\d+), (?:K size: " + _NUM + r" ?GB, V size: "
+                    + _NUM + r" ?GB|KV size: " + _NUM + r" ?GB)")
+_RE_MAMBA = re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), conv_state size: " + _NUM
+                       + r" ?GB, ssm_state size: " + _NUM + r" ?GB(?:.*?intermediate_ssm_state_cache size: "
+                       + _NUM + r" ?GB.*?intermediate_conv_window_cache size: " + _NUM + r" ?GB)?")
+_RE_SCHED = re.compile(r"max_total_num_tokens=(\d+), chunked_prefill_size=(-?\d+), max_prefill_tokens=(\d+), "
+                       r"max_running_requests=(\d+), context_len=(\d+)(?:, available_gpu_mem=" + _NUM + r" ?GB)?")
+_RE_GRAPH_END = re.compile(r"Capture (?:draft )?(?:extend )?cuda graph end\..*?mem usage=" + _NUM + r" ?GB")
+_RE_MFS = re.compile(r"mem_fraction_static=([0-9.]+)")
+_RE_TP = re.compile(r"\btp_size=(\d+)")
+_RE_PORT = re.compile(r"\bport=(\d+)")
+_RE_GRAPH_BS = re.compile(r"\bcuda_graph_max_bs=(\d+)")
+_RE_VERSION = re.compile(r"(?:sglang[_ ]version|SGLang v(?=\d)|sglang==)[=: ]*v?(\d+\.\d+\.\d+[\w.+-]*)", re.I)
+_RE_KV_OOM = re.compile(
+    r"Not enough memory\. Please try to increase --mem-fraction-static\.?"
+    r"(?: Current value: (?:self\.server_args\.)?mem_fraction_static=([0-9.]+))?")
+_RE_FRAME = re.compile(r'^\s+File "([^"]{0,500})", line \d+, in (\S{1,200})')
+_RE_EXC = re.compile(r"^([A-Za-z_][\w.]{0,120}(?:Error|Exception|Exit|Interrupt|Failure|error|Warning))(?:: ?(.*))?$")
+_RE_BIND = re.compile(r"\[Errno (?:98|48)\][^(]*\('?([^',)]*)'?, (\d+)\)")
+_RE_TRIED = re.compile(r"Tried to allocate " + _NUM + r" ?([GM])iB")
+_RE_FREE = re.compile(r"of which " + _NUM + r" ?([GM])iB is free")
+_RE_NO_MODULE = re.compile(r"No module named '([^']{1,200})'")
+_RE_ARGPARSE = re.compile(r"(?:launch_server\.py|__main__\.py|sglang\S*): error: (.*)$")
+_RE_DEAD = re.compile(r"Rank (\d+) scheduler (?:is dead|died during initialization)(?:.*?exit code: (-?\d+))?")
+_RE_EXITCODE = re.compile(r"^Exit code: (-?\d+)")
+_RE_ARCH = re.compile(r"Model architectures? (\[[^\]]{0,300}\]|\S+) (?:are|is) not supported|has no SGlang implementation")
+_RE_DIVISIBLE = re.compile(r"(\d+) is not divisible by (\d+)")
+_RE_HTTP_STATUS = re.compile(r"\b(401|403|404)\b")
+
+_SPEC_WORDS = ("speculative_algorithm='EAGLE'", "speculative_algorithm='NEXTN'", "speculative_algorithm='EAGLE3'",
+               "speculative_algorithm='STANDALONE'")
+
+_OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUDA error: out of memory", "NPU out of memory",
+                "out of memory on device", "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation")
+_IMPORT_MARKERS = ("ImportError", "ModuleNotFoundError", "undefined symbol", "Could not load any common_ops",
+                   "Can not import FA3", "is not installed. Please", "which is less than the minimum required version",
+                   "cannot open shared object file", "GLIBC_", "libcudart.so", "Ignore import error when loading")
+_NCCL_MARKERS = ("NCCL error", "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "DistBackendError",
+                 "DistNetworkError", "ProcessGroupNCCL", "ncclCommInitRank", "Watchdog caught collective",
+                 "NCCL WARN", "torch.distributed.DistError", "init_process_group")
+_MODEL_MARKERS = ("is not a local folder and is not a valid model identifier", "RepositoryNotFoundError",
+                  "GatedRepoError", "Cannot access gated repo", "401 Client Error", "403 Client Error",
+                  "Repository Not Found", "does not appear to have a file named config.json",
+                  "Can't load the configuration of", "LocalEntryNotFoundError", "Incorrect path_or_model_id",
+                  "EntryNotFoundError", "No such file or directory: '", "HFValidationError")
+_TP_FRAMES = ("ensure_divisibility", "divide")
+_MEMPOOL_FRAMES = ("init_memory_pool", "profile_max_num_token", "handle_max_mamba_cache")
+_LOAD_FRAMES = ("load_model", "load_weights", "load_weights_and_postprocess", "_load_weights", "weight_loader")
+_GRAPH_FRAMES = ("init_device_graphs", "capture", "capture_one_batch_size", "init_cuda_graphs")
+_DRAFT_FRAMES = ("maybe_init_draft_worker", "init_draft_worker", "EAGLEWorker", "__init__eagle")
+
+
+def _strip(line):
+    """Remove ANSI colour codes, CR and a journald/syslog prefix from one raw line."""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    line = line.rstrip("\r\n")
+    if len(line) > MAX_LINE:
+        line = line[:MAX_LINE]
+    if line[:1].isalnum() and not line.startswith("Traceback"):
+        m = _JOURNAL.match(line)
+        if m:
+            line = line[m.end():]
+    elif line[:1] == " " and line.lstrip()[:1].isalnum():
+        m = _JOURNAL.match(line)
+        if m:
+            line = line[m.end():]
+    return line
+
+
+def _gb(value, unit):
+    value = float(value)
+    return round(value / 1024.0, 3) if unit == "M" else value
+
+
+def _tb_has(frames, names):
+    for _path, func in frames:
+        for n in names:
+            if func == n or func.endswith(n):
+                return True
+    return False
+
+
+def _tb_path_has(frames, words):
+    for path, _func in frames:
+        for w in words:
+            if w in path:
+                return True
+    return False
+
+
+class _Traceback(object):
+    __slots__ = ("rank", "frames", "exc", "text", "phase", "closed", "lineno")
+
+    def __init__(self, rank, phase, lineno):
+        self.rank = rank
+        self.phase = phase
+        self.lineno = lineno
+        self.frames = deque(maxlen=64)
+        self.exc = []            # exception lines of the chain (bounded)
+        self.text = deque(maxlen=TRACEBACK_TAIL)
+        self.closed = False
+
+
+class LogParser(object):
+    """Streaming SGLang log parser: ``feed()`` lines, then ``result()``."""
+
+    def __init__(self):
+        self.phase = "args"
+        self.ready = False
+        self.ready_lineno = None
+        self.lines = 0
+        self.facts = {}
+        self.facts_by_rank = {}
+        self._load_begins = {}
+        self.failures = []       # bounded list of candidate dicts (best kept)
+        self._tb = None
+        self._last_tb = None
+        self._last_rank = None
+        self._prev = ""          # previous message (for stray-wrapped lines)
+        self.fatal_after_ready = False
+        self.died = False
+        self.exit_code = None
+        self.spec = False
+        self.import_evidence = None
+        self.port = None
+        self.cuda_graph_max_bs = None
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _advance(self, phase):
+        if _PHASE_INDEX[phase] > _PHASE_INDEX[self.phase]:
+            self.phase = phase
+
+    def _fact(self, rank, key, value):
+        per = self.facts_by_rank.setdefault(rank or "main", {})
+        if key not in per:
+            per[key] = value
+        if key not in self.facts:
+            self.facts[key] = value
+
+    def _add_failure(self, kind, message, rank, frames=(), tb_lines=None, phase=None, inferred=False):
+        cand = {
+            "kind": kind,
+            "message": (message or "")[:MESSAGE_MAX],
+            "rank": rank,
+            "phase": phase or self.phase,
+            "traceback": list(tb_lines) if tb_lines else [],
+            "frames": [f for _p, f in frames][-12:] if frames else [],
+            "lineno": self.lines,
+            "after_ready": self.ready,
+        }
+        if inferred:
+            cand["inferred"] = True
+        self.failures.append(cand)
+        if len(self.failures) > 16:
+            # keep the best and the earliest few: drop the least specific latest one
+            worst = min(range(len(self.failures)),
+                        key=lambda i: (_SPECIFICITY[self.failures[i]["kind"]], -self.failures[i]["lineno"]))
+            del self.failures[worst]
+
+    # -- traceback handling --------------------------------------------------------------------
+    def _close_tb(self):
+        tb = self._tb
+        if tb is None or tb.closed:
+            return
+        tb.closed = True
+        self._tb = None
+        self._last_tb = tb
+        text = "\n".join(tb.exc)
+        kind, message = self._classify(text, tb.frames, tb.phase)
+        inferred = False
+        if kind is None:
+            if not tb.exc:
+                # truncated mid-traceback: infer from the frames
+                inferred = True
+                if _tb_has(tb.frames, _MEMPOOL_FRAMES) or any(n + "(" in ln for ln in tb.text for n in _MEMPOOL_FRAMES):
+                    kind, message = "kv_pool_oom", "traceback cut off inside init_memory_pool (memory-pool sizing)"
+                elif _tb_has(tb.frames, _LOAD_FRAMES):
+                    kind, message = "other", "traceback cut off while loading weights"
+                else:
+                    kind, message = "other", "traceback cut off before its exception line"
+            else:
+                kind, message = "other", tb.exc[-1]
+        phase = tb.phase
+        if kind in ("kv_pool_oom",):
+            phase = "memory_pool" if _PHASE_INDEX[phase] < _PHASE_INDEX["memory_pool"] else phase
+        if _tb_has(tb.frames, _DRAFT_FRAMES) and _PHASE_INDEX[phase] < _PHASE_INDEX["draft"]:
+            phase = "draft"
+        self._add_failure(kind, message, tb.rank, tb.frames, tb.text, phase, inferred)
+
+    def _classify(self, text, frames, phase):
+        """Return (kind, decisive message) for an exception text + frames, or (None, None)."""
+        if not text:
+            return None, None
+        m = _RE_KV_OOM.search(text)
+        if m:
+            return "kv_pool_oom", m.group(0)
+        if "Not enough GPU memory for hybrid" in text or "Memory pool size is too small" in text:
+            return "kv_pool_oom", _line_with(text, "memory")
+        for mk in _OOM_MARKERS:
+            if mk in text:
+                msg = _line_with(text, mk)
+                if phase == "draft" or _tb_has(frames, _DRAFT_FRAMES):
+                    return "cuda_oom", msg
+                if "Capture cuda graph failed" in text or _tb_has(frames, _GRAPH_FRAMES) or phase == "cuda_graph":
+                    return "cuda_graph_oom", msg
+                if _tb_has(frames, _LOAD_FRAMES) or phase == "load_weights":
+                    return "weight_load_oom", msg
+                return "cuda_oom", msg
+        if "address already in use" in text or "Errno 98" in text:
+            return "port_in_use", _line_with(text, "address already in use")
+        for mk in _IMPORT_MARKERS:
+            if mk in text:
+                return "import_error", _line_with(text, mk)
+        for mk in _MODEL_MARKERS:
+            if mk in text:
+                return "model_not_found", _line_with(text, mk)
+        if _RE_ARCH.search(text):
+            return "unsupported_model", _line_with(text, "not supported") or _line_with(text, "SGlang")
+        if "is not divisible by" in text or "must be divisible by" in text and "moe" in text.lower():
+            return "tp_mismatch", _line_with(text, "divisible")
+        if text.startswith("AssertionError") and text.strip() == "AssertionError" and (
+                _tb_has(frames, ("__init__",)) and _tb_path_has(frames, ("/models/",))):
+            return "tp_mismatch", "AssertionError in model init (a head count is not divisible by tp_size)"
+        if "must be divisible by" in text or "cannot contain a colon" in text or "invalid choice" in text:
+            return "bad_argument", text.splitlines()[-1]
+        for mk in _NCCL_MARKERS:
+            if mk in text:
+                return "nccl_error", _line_with(text, mk)
+        if "Capture cuda graph failed" in text:
+            return "other", _line_with(text, "Capture cuda graph failed")
+        return None, None
+
+    # -- main entry ----------------------------------------------------------------------------
+    def feed_text(self, text):
+        for line in io.StringIO(text, newline=None):
+            self.feed(line)
+        return self
+
+    def feed(self, raw):
+        self.lines += 1
+        line = _strip(raw)
+        if not line:
+            return
+        rank = None
+        m = _SGL.match(line) if line[:1] == "[" else None
+        if m:
+            rank = m.group(2).strip() or None
+            msg = m.group(3)
+            self._last_rank = rank
+            prefixed = True
+        else:
+            msg = line
+            prefixed = False
+        tb = self._tb
+        if tb is not None:
+            if prefixed:
+                self._close_tb()
+                tb = None
+            else:
+                self._tb_line(tb, msg)
+                self._prev = msg
+                return
+        # uvicorn "[ts] ERROR:    ..." lines
+        if prefixed and msg[:1] in "IEWDC":
+            um = _UVICORN_LEVEL.match(msg)
+            if um:
+                msg = um.group(2)
+        self._line(msg, rank, prefixed)
+        self._prev = msg
+
+    def _tb_line(self, tb, msg):
+        tb.text.append(msg[:300])
+        if msg.startswith("Traceback (most recent call last)") or msg.endswith("Traceback (most recent call last):"):
+            return
+        fm = _RE_FRAME.match(msg)
+        if fm:
+            tb.frames.append((fm.group(1), fm.group(2)))
+            return
+        if msg[:1] in (" ", "\t", "^", "~"):
+            return
+        if msg.startswith("During handling of the above exception") or msg.startswith("The above exception was"):
+            return
+        em = _RE_EXC.match(msg)
+        if em or not tb.exc:
+            if len(tb.exc) < 12:
+                tb.exc.append(msg[:MESSAGE_MAX])
+        elif len(tb.exc) < 12:
+            # continuation of a multi-line exception message
+            tb.exc.append(msg[:MESSAGE_MAX])
+
+    def _line(self, msg, rank, prefixed):
+        # ---- start-up progress and numbers ----
+        c0 = msg[:1]
+        if c0 == "L" and msg.startswith("Load weight "):
+            if msg.startswith("Load weight begin"):
+                key = rank or "main"
+                n = self._load_begins.get(key, 0) + 1
+                self._load_begins[key] = n
+                if n >= 2:
+                    self._advance("draft")
+                else:
+                    self._advance("load_weights")
+                    mm = _RE_LOAD_BEGIN.search(msg)
+                    if mm:
+                        self._fact(rank, "avail_mem_before_load_gb", float(mm.group(1)))
+            elif msg.startswith("Load weight end"):
+                self._advance("memory_pool")
+                mm = _RE_LOAD_END.search(msg)
+                if mm and self._load_begins.get(rank or "main", 0) <= 1:
+                    self._fact(rank, "avail_mem_after_load_gb", float(mm.group(1)))
+                    self._fact(rank, "weights_gb", float(mm.group(2)))
+            return
+        if c0 == "I" and msg.startswith("Init torch distributed"):
+            self._advance("dist_init")
+            return
+        if c0 == "K" and msg.startswith("KV Cache is allocated"):
+            self._advance("memory_pool")
+            mm = _RE_KV.search(msg)
+            if mm and self._load_begins.get(rank or "main", 0) <= 1:
+                self._fact(rank, "kv_tokens", int(mm.group(1)))
+                if mm.group(2) is not None:
+                    self._fact(rank, "k_size_gb", float(mm.group(2)))
+                    self._fact(rank, "v_size_gb", float(mm.group(3)))
+                else:
+                    self._fact(rank, "k_size_gb", float(mm.group(4)))
+            return
+        if c0 == "M":
+            if msg.startswith("Mamba Cache is allocated"):
+                self._advance("memory_pool")
+                mm = _RE_MAMBA.search(msg)
+                if mm and self._load_begins.get(rank or "main", 0) <= 1:
+                    total = sum(float(g) for g in mm.group(2, 3, 4, 5) if g is not None)
+                    self._fact(rank, "mamba_cache_gb", round(total, 3))
+                return
+            if msg.startswith("Memory pool end"):
+                self._advance("memory_pool")
+                return
+        if c0 == "C" and msg.startswith("Capture "):
+            if "draft" in msg:
+                self._advance("draft")
+            else:
+                self._advance("cuda_graph")
+            if " end." in msg:
+                mm = _RE_GRAPH_END.search(msg)
+                if mm and "draft" not in msg and self._load_begins.get(rank or "main", 0) <= 1:
+                    self._fact(rank, "cuda_graph_mem_gb", float(mm.group(1)))
+            if msg.startswith("Capture cuda graph failed"):
+                self._tb_or_line_failure(msg, rank)
+            return
+        if c0 == "m" and msg.startswith("max_total_num_tokens="):
+            self._advance("http")
+            mm = _RE_SCHED.search(msg)
+            if mm:
+                self._fact(rank, "max_total_num_tokens", int(mm.group(1)))
+                self._fact(rank, "max_running_requests", int(mm.group(4)))
+                self._fact(rank, "context_len", int(mm.group(5)))
+            return
+        if c0 == "s" and msg.startswith("server_args=ServerArgs("):
+            mm = _RE_MFS.search(msg)
+            if mm:
+                self._fact(None, "mem_fraction_static", float(mm.group(1)))
+            mm = _RE_TP.search(msg)
+            if mm:
+                self._fact(None, "tp_size", int(mm.group(1)))
+            mm = _RE_PORT.search(msg)
+            if mm:
+                self.port = int(mm.group(1))
+            mm = _RE_GRAPH_BS.search(msg)
+            if mm:
+                self.cuda_graph_max_bs = int(mm.group(1))
+            for w in _SPEC_WORDS:
+                if w in msg:
+                    self.spec = True
+            mm = _RE_VERSION.search(msg)
+            if mm:
+                self._fact(None, "sglang_version", mm.group(1))
+            return
+        if c0 == "T" and msg.startswith("The server is fired up and ready to roll"):
+            self._advance("ready")
+            self.ready = True
+            self.ready_lineno = self.lines
+            return
+        if msg.startswith("Started server process") or msg.startswith("Waiting for application startup"):
+            self._advance("http")
+            return
+        if msg.startswith("Application startup complete"):
+            self._advance("http")
+            return
+        if msg.startswith("Uvicorn running on"):
+            self._advance("warmup")
+            return
+        if '"GET /model_info' in msg or '"POST /generate' in msg or msg.startswith("Prefill batch"):
+            if not self.ready:
+                self._advance("warmup")
+            return
+        if msg.startswith("Decode batch"):
+            return
+        # ---- failures ----
+        if "Traceback (most recent call last)" in msg:
+            self._close_tb()
+            self._tb = _Traceback(rank or self._last_rank, self.phase, self.lines)
+            head = msg.split("Traceback (most recent call last)")[0]
+            self._tb.text.append(msg[:300])
+            if "warmup error" in head and _PHASE_INDEX[self.phase] < _PHASE_INDEX["warmup"]:
+                self._tb.phase = "warmup"
+            return
+        if "sigquit" in msg:
+            self.died = True
+            if self.ready:
+                self.fatal_after_ready = True
+            return
+        if "scheduler is dead" in msg or "died during initialization" in msg:
+            self.died = True
+            if self.ready:
+                self.fatal_after_ready = True
+            mm = _RE_DEAD.search(msg)
+            code = mm.group(2) if mm else None
+            if code is not None:
+                self.exit_code = int(code)
+            self._add_failure("other", msg, rank)
+            return
+        if msg.startswith("Exit code:"):
+            mm = _RE_EXITCODE.match(msg)
+            if mm:
+                self.exit_code = int(mm.group(1))
+            return
+        if msg.startswith("Initialization failed"):
+            self.died = True
+            if "warmup" in msg:
+                self._advance("warmup")
+            self._add_failure("other", msg, rank)
+            return
+        if msg.startswith("Ignore import error when loading"):
+            self.import_evidence = msg
+            return
+        if "rror" in msg or "memory" in msg or "xception" in msg or "Killed" in msg or "not supported" in msg:
+            self._maybe_error_line(msg, rank, prefixed)
+            return
+        # stray-wrapped continuation of a key line
+        if not prefixed and self._prev and ("Not enough memory" in self._prev or "KV Cache is allocated" in self._prev
+                                            or "Load weight end" in self._prev or "max_total_num_tokens" in self._prev):
+            joined = self._prev + " " + msg.strip()
+            joined2 = self._prev + msg.strip()
+            for j in (joined2, joined):
+                if _RE_KV_OOM.search(j) and _RE_KV_OOM.search(j).group(1):
+                    self._kv_oom_line(j, rank)
+                    return
+            for j in (joined, joined2):
+                if _RE_LOAD_END.search(j) or _RE_KV.search(j) or _RE_SCHED.search(j):
+                    self._line(j, rank, True)
+                    return
+
+    def _kv_oom_line(self, msg, rank):
+        mm = _RE_KV_OOM.search(msg)
+        if mm and mm.group(1):
+            self._fact(rank, "mem_fraction_static", float(mm.group(1)))
+            # a value read from the error line is authoritative
+            self.facts["mem_fraction_static"] = float(mm.group(1))
+        self.died = True
+        last = self.failures[-1] if self.failures else None
+        if last is not None and last["kind"] == "kv_pool_oom" and "Current value" not in last["message"]:
+            # the same error, completed by a wrapped continuation line
+            last["message"] = (mm.group(0) if mm else msg)[:MESSAGE_MAX]
+            return
+        self._add_failure("kv_pool_oom", mm.group(0) if mm else msg, rank or self._last_rank,
+                          phase="memory_pool" if _PHASE_INDEX[self.phase] < _PHASE_INDEX["memory_pool"] else self.phase)
+
+    def _tb_or_line_failure(self, msg, rank):
+        # "Capture cuda graph failed: <inner>" logged as a line (the traceback follows separately)
+        kind, message = self._classify(msg, (), "cuda_graph")
+        self._add_failure(kind or "other", message or msg, rank, phase="cuda_graph")
+
+    def _maybe_error_line(self, msg, rank, prefixed):
+        if "Not enough memory" in msg:
+            if _RE_KV_OOM.search(msg):
+                self._kv_oom_line(msg, rank)
+                return
+        em = _RE_EXC.match(msg)
+        if "address already in use" in msg or "Errno 98" in msg:
+            bm = _RE_BIND.search(msg)
+            if bm:
+                self.port = int(bm.group(2))
+            self._add_failure("port_in_use", msg, rank, phase="http")
+            return
+        am = _RE_ARGPARSE.search(msg)
+        if am:
+            self._add_failure("bad_argument", msg, rank, phase="args")
+            self.died = True
+            return
+        if em and not prefixed:
+            # a bare exception line (pasted alone, or after a lost "Traceback" header)
+            kind, message = self._classify(msg, (), self.phase)
+            if kind:
+                self._add_failure(kind, message, rank or self._last_rank)
+                self.died = True
+            elif em.group(1).endswith(("Error", "Exception")):
+                self._add_failure("other", msg, rank or self._last_rank)
+            return
+        if prefixed:
+            kind, message = self._classify(msg, (), self.phase)
+            if kind in ("cuda_oom", "cuda_graph_oom", "weight_load_oom", "nccl_error", "unsupported_model",
+                        "model_not_found", "kv_pool_oom"):
+                self._add_failure(kind, message, rank)
+            elif "The memory capacity is unbalanced" in msg:
+                self._add_failure("other", msg, rank, phase="dist_init")
+            elif ("Prefill out of memory" in msg or "Decode out of memory" in msg
+                  or "alloc_req_slots runs out of memory" in msg):
+                self._add_failure("other", msg, rank)
+        elif "Killed" in msg and len(msg) < 80:
+            self.died = True
+            self.exit_code = self.exit_code if self.exit_code is not None else -9
+
+    # -- the answer ----------------------------------------------------------------------------
+    def result(self):
+        self._close_tb()
+        failure = None
+        pre_ready = [f for f in self.failures if not f["after_ready"]]
+        post_ready = [f for f in self.failures if f["after_ready"]]
+        candidates = pre_ready if pre_ready else (post_ready if self.fatal_after_ready else [])
+        if candidates:
+            best = max(candidates, key=lambda f: (_SPECIFICITY[f["kind"]], -f["lineno"]))
+            if best["kind"] == "unsupported_model" and self.import_evidence:
+                best = dict(best, kind="import_error", message=self.import_evidence[:MESSAGE_MAX])
+            failure = best
+        if failure is not None:
+            outcome = "failed"
+        elif self.ready:
+            outcome = "ready"
+        elif self.died:
+            outcome = "failed"
+            failure = {"kind": "other", "message": "the server process died (sigquit/kill) without a logged cause",
+                       "rank": None, "phase": self.phase, "traceback": [], "frames": [], "lineno": self.lines,
+                       "after_ready": False}
+        else:
+            outcome = "starting"
+        phase = self.phase
+        out_failure = None
+        if failure is not None:
+            implied = _KIND_PHASE.get(failure["kind"])
+            if implied and _PHASE_INDEX[implied] > _PHASE_INDEX[phase]:
+                phase = implied
+            if _PHASE_INDEX[failure["phase"]] > _PHASE_INDEX[phase]:
+                phase = failure["phase"]
+            out_failure = {
+                "kind": failure["kind"],
+                "message": failure["message"],
+                "rank": failure["rank"],
+                "phase": failure["phase"] if _PHASE_INDEX[failure["phase"]] >= _PHASE_INDEX.get(
+                    _KIND_PHASE.get(failure["kind"], "args"), 0) else _KIND_PHASE[failure["kind"]],
+                "traceback": "\n".join(failure["traceback"][-TRACEBACK_TAIL:]),
+                "hint": hint_for(failure, self.facts, self),
+            }
+            if failure.get("inferred"):
+                out_failure["inferred"] = True
+            if self.exit_code is not None:
+                out_failure["exit_code"] = self.exit_code
+        return {
+            "outcome": outcome,
+            "failure": out_failure,
+            "phase": phase,
+            "facts": dict(self.facts),
+            "facts_by_rank": dict((k, dict(v)) for k, v in self.facts_by_rank.items()),
+            "lines": self.lines,
+        }
+
+
+def _line_with(text, needle):
+    for ln in text.splitlines():
+        if needle in ln:
+            return ln.strip()[:MESSAGE_MAX]
+    return text.strip().splitlines()[-1][:MESSAGE_MAX] if text.strip() else ""
+
+
+def _fmt(x):
+    return ("%.2f" % x).rstrip("0").rstrip(".")
+
+
+def hint_for(failure, facts, parser=None):
+    """What to do about a failure, with the log's numbers where it has them."""
+    kind = failure["kind"]
+    msg = failure.get("message") or ""
+    mfs = facts.get("mem_fraction_static")
+    m0 = facts.get("avail_mem_before_load_gb")
+    m1 = facts.get("avail_mem_after_load_gb")
+    w = facts.get("weights_gb")
+    spec = bool(parser and parser.spec)
+    if kind == "kv_pool_oom":
+        parts = []
+        if mfs is not None and m0 is not None and (m1 is not None or w is not None):
+            if m1 is None:
+                m1 = m0 - w
+            weights = m0 - m1 if w is None else w
+            rest = m1 - m0 * (1 - mfs)
+            parts.append(
+                "The static budget is mem_fraction_static x free memory = %s x %s = %s GiB per GPU; the weights "
+                "took %s GiB, leaving %s GiB for the KV cache%s."
+                % (_fmt(mfs), _fmt(m0), _fmt(mfs * m0), _fmt(weights), _fmt(rest),
+                   " and the hybrid (mamba/GDN) state pools" if "mamba_cache_gb" in facts or spec else ""))
+            need = weights / m0 if m0 else None
+            if need is not None and rest <= 0:
+                parts.append("Any mem_fraction_static at or below %s cannot hold the weights." % _fmt(need))
+        elif mfs is not None:
+            parts.append("mem_fraction_static was %s." % _fmt(mfs))
+        parts.append(
+            "Raise --mem-fraction-static (lowering it makes this worse), or shrink what sits in the budget: "
+            "more GPUs (tp_size), a quantized checkpoint, and for hybrid GDN models with speculative decoding "
+            "fewer --max-running-requests, fewer --speculative-num-draft-tokens or --mamba-ssm-dtype bfloat16. "
+            "--context-length and --disable-cuda-graph do not enter this budget. "
+            "Run playbooks/plan.yml with these numbers to see each fix's token count.")
+        return " ".join(parts)
+    if kind == "weight_load_oom":
+        extra = ""
+        if m0 is not None:
+            extra = " Free memory before loading was %s GiB per GPU." % _fmt(m0)
+        return ("The weights did not fit on the GPU while loading." + extra + " Use more GPUs (raise tp_size), a "
+                "quantized checkpoint, or free the GPU (check nvidia-smi for other processes).")
+    if kind == "cuda_graph_oom":
+        bs = parser.cuda_graph_max_bs if parser else None
+        return ("CUDA-graph capture ran out of memory in the (1 - mem_fraction_static) headroom. Lower "
+                "--mem-fraction-static%s or --cuda-graph-max-bs%s; --disable-cuda-graph is the last resort."
+                % (" (now %s)" % _fmt(mfs) if mfs is not None else "", " (now %d)" % bs if bs else ""))
+    if kind == "cuda_oom":
+        tm = _RE_TRIED.search(msg)
+        fm = _RE_FREE.search(msg)
+        nums = ""
+        if tm:
+            nums += " It tried to allocate %s GiB" % _fmt(_gb(tm.group(1), tm.group(2)))
+            if fm:
+                nums += " with %s GiB free" % _fmt(_gb(fm.group(1), fm.group(2)))
+            nums += "."
+        where = "the draft model (weights, KV and graphs come out of the headroom)" if failure.get(
+            "phase") == "draft" else "activations, graphs or workspaces"
+        return ("CUDA ran out of memory for %s.%s Lower --mem-fraction-static to leave more headroom%s, or lower "
+                "--chunked-prefill-size / --cuda-graph-max-bs." % (where, nums,
+                                                                   " (now %s)" % _fmt(mfs) if mfs else ""))
+    if kind == "port_in_use":
+        port = parser.port if parser and parser.port else None
+        return ("The HTTP port%s is already taken. Find its owner with `ss -ltnp 'sport = :%s'`, stop it or set "
+                "another port." % (" %d" % port if port else "", port if port else "PORT"))
+    if kind == "import_error":
+        mm = _RE_NO_MODULE.search(msg)
+        what = "module '%s' is missing" % mm.group(1) if mm else "a compiled package failed to load"
+        return ("The Python environment is broken: %s. Rebuild it with the sglang_venv role (pinned sglang 0.5.9, "
+                "torch 2.9.1, sgl-kernel 0.3.21, flashinfer 0.6.3) and check that flash-attn/sgl-kernel wheels "
+                "match torch, CUDA and the Python ABI." % what)
+    if kind == "nccl_error":
+        return ("NCCL / torch.distributed failed. Check that every GPU of the TP group is visible in the container "
+                "(nvidia-smi), try NCCL_P2P_DISABLE=1 or --disable-custom-all-reduce on PCIe-only cards, and "
+                "NCCL_DEBUG=INFO for the cause. If another rank logged an error first, fix that one.")
+    if kind == "model_not_found":
+        code = _RE_HTTP_STATUS.search(msg)
+        if code and code.group(1) in ("401", "403"):
+            return ("The Hub refused the model (HTTP %s): the repo is gated or the token is missing/invalid. Accept "
+                    "the licence on the Hub and provide the token to hf_model (never on the command line)."
+                    % code.group(1))
+        return ("The model path or repo id does not resolve. Point --model-path at the downloaded snapshot "
+                "(hf_model role facts) or fix the repo id/revision.")
+    if kind == "unsupported_model":
+        return ("SGLang 0.5.9 has no implementation for this architecture. Check the architectures in config.json, "
+                "upgrade SGLang, or pass --trust-remote-code if the model ships its own code.")
+    if kind == "tp_mismatch":
+        tp = facts.get("tp_size")
+        return ("tp_size%s must divide the model's attention heads, KV heads (or be a multiple) and expert sizes. "
+                "Choose a tp_size that divides them (see config.json)." % (" (%d)" % tp if tp else ""))
+    if kind == "bad_argument":
+        return "A server argument was rejected: %s Fix it in sglang_server_args." % msg
+    if "unbalanced" in msg:
+        return ("Free memory differs between the TP GPUs: another process holds memory on one of them. "
+                "Free it (nvidia-smi) or restart the container.")
+    if "scheduler is dead" in msg or "died during initialization" in msg:
+        return ("A scheduler process died without a Python error; exit code -9 usually means the OS OOM killer "
+                "(host RAM): check `dmesg -T | grep -i oom` and the container's memory limit.")
+    if "out of memory" in msg:
+        return ("The KV pool was exhausted at run time: lower --max-running-requests or --chunked-prefill-size, "
+                "or give the pool more memory.")
+    return "See the message and the traceback tail; the log does not say more than this."
+
+
+def parse_log(text):
+    """Parse a whole SGLang start-up log text and return the contract dict."""
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise TypeError("parse_log(text): text must be a str, not %s" % type(text).__name__)
+    parser = LogParser()
+    parser.feed_text(text)
+    return parser.result()
+
+
+def parse_file(path, offset=0, encoding="utf-8"):
+    """Stream a log file from byte ``offset``; memory does not depend on the file's length."""
+    parser = LogParser()
+    with open(path, "rb") as fh:
+        if offset:
+            fh.seek(offset)
+        for raw in fh:
+            parser.feed(raw.decode(encoding, "replace"))
+    return parser.result()
