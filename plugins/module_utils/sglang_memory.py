@@ -1,0 +1,786 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Pre-flight memory planner for SGLang 0.5.9 (standard library only).
+
+``plan(config, gpus, args, measured=None, weights_bytes=None)`` mirrors SGLang 0.5.9's own
+arithmetic (server_args._handle_gpu_memory_settings, ModelRunner.profile_max_num_token,
+handle_max_mamba_cache, get_cell_size_per_token) to predict, before launch, whether the KV pool can
+be built, how many tokens it will hold, and what the smallest change is that makes it fit.
+
+All sizes in GiB (2**30 bytes), as SGLang logs them ("GB" in SGLang's log lines means GiB).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import math
+import os
+import struct
+
+GIB = float(1 << 30)
+MIB = float(1 << 20)
+
+# Estimated memory gone before SGLang measures M0 (free after torch.distributed init), when no
+# `measured` numbers are given: driver/ECC reservation visible as "used" on an idle card, the CUDA
+# context, and NCCL buffers for TP > 1.  Replaying a real launch (`measured`) replaces all of them.
+DRIVER_RESERVED_GIB = 0.5
+CUDA_CONTEXT_GIB = 0.45
+NCCL_GIB = 0.35
+# Headroom items SGLang does not pre-compute (workspaces, sampler, custom all-reduce buffers).
+WORKSPACE_GIB = 0.5
+
+SPEC_ALGOS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+
+KNOWN_ARCHITECTURES = frozenset((
+    "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM", "Qwen2MoeForCausalLM",
+    "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM",
+    "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration", "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
+    "Gemma3ForConditionalGeneration", "GptOssForCausalLM", "Phi3ForCausalLM", "GraniteForCausalLM",
+    "Glm4ForCausalLM", "Glm4MoeForCausalLM", "KimiK2ForCausalLM", "MiniCPMForCausalLM",
+))
+
+_HYBRID_GDN_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
+_DTYPE_BYTES = {
+    "float32": 4, "float": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "half": 2, "fp16": 2,
+    "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8": 1, "fp4_e2m1": 0.5,
+}
+_ST_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+             "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "U16": 2, "U32": 4, "U64": 8, "F4": 0.5}
+
+
+class PlanError(ValueError):
+    """Bad input: the message names the field and the fix."""
+
+
+# ----------------------------------------------------------------------------------------------
+# inputs
+# ----------------------------------------------------------------------------------------------
+
+def _text_config(config):
+    if not isinstance(config, dict):
+        raise PlanError("config: expected the model's config.json as a mapping, got %s" % type(config).__name__)
+    tc = config.get("text_config")
+    if isinstance(tc, dict):
+        merged = dict(config)
+        merged.update(tc)
+        return merged
+    return config
+
+
+def _req(tc, key, alt=None):
+    if key in tc and tc[key] is not None:
+        return tc[key]
+    if alt is not None:
+        return alt
+    raise PlanError("config.%s is missing: the planner needs it (check config.json / text_config)" % key)
+
+
+def _arch(config):
+    archs = config.get("architectures")
+    if not archs or not isinstance(archs, list):
+        raise PlanError("config.architectures is missing: config.json must name the model class")
+    arch = archs[0]
+    if arch not in KNOWN_ARCHITECTURES:
+        raise PlanError("config.architectures: %r is not an architecture this planner knows for SGLang 0.5.9 "
+                        "(known: %s)" % (arch, ", ".join(sorted(KNOWN_ARCHITECTURES))))
+    return arch
+
+
+def _dtype_bytes(name, field):
+    key = str(name).lower().replace("torch.", "")
+    if key not in _DTYPE_BYTES:
+        raise PlanError("%s: unknown dtype %r (use one of %s)" % (field, name, ", ".join(sorted(_DTYPE_BYTES))))
+    return _DTYPE_BYTES[key]
+
+
+class Model(object):
+    """The shape facts the arithmetic needs, read once from config.json."""
+
+    def __init__(self, config):
+        self.raw = config
+        self.arch = _arch(config)
+        tc = _text_config(config)
+        self.model_type = str(tc.get("model_type") or config.get("model_type") or "")
+        self.hidden = int(_req(tc, "hidden_size"))
+        self.layers = int(_req(tc, "num_hidden_layers"))
+        self.heads = int(_req(tc, "num_attention_heads"))
+        self.kv_heads = int(tc.get("num_key_value_heads") or self.heads)
+        self.head_dim = int(tc.get("head_dim") or self.hidden // self.heads)
+        self.v_head_dim = int(tc.get("v_head_dim") or self.head_dim)
+        self.vocab = int(_req(tc, "vocab_size"))
+        self.intermediate = int(tc.get("intermediate_size") or 4 * self.hidden)
+        self.tied = bool(tc.get("tie_word_embeddings", config.get("tie_word_embeddings", False)))
+        self.torch_dtype = str(tc.get("torch_dtype") or tc.get("dtype") or config.get("torch_dtype") or "bfloat16")
+        self.max_pos = None
+        for key in ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings"):
+            if tc.get(key):
+                self.max_pos = int(tc[key])
+                break
+        self.quant = config.get("quantization_config") or tc.get("quantization_config") or {}
+        # MLA
+        self.kv_lora_rank = tc.get("kv_lora_rank")
+        self.qk_rope_head_dim = tc.get("qk_rope_head_dim")
+        self.mla = bool(self.kv_lora_rank)
+        # MoE
+        self.experts = int(tc.get("num_experts") or tc.get("n_routed_experts") or tc.get("num_local_experts") or 0)
+        self.moe_intermediate = int(tc.get("moe_intermediate_size") or 0)
+        self.shared_intermediate = int(tc.get("shared_expert_intermediate_size") or 0)
+        if tc.get("n_shared_experts"):
+            self.shared_intermediate = int(tc["n_shared_experts"]) * self.moe_intermediate
+        # layer layout
+        layer_types = tc.get("layer_types")
+        self.hybrid_gdn = bool(tc.get("linear_num_value_heads")) and (
+            self.model_type in _HYBRID_GDN_TYPES or bool(tc.get("full_attention_interval")) or bool(layer_types))
+        self.swa_window = tc.get("sliding_window")
+        self.full_layers = self.layers
+        self.linear_layers = 0
+        self.swa_layers = 0
+        if self.hybrid_gdn:
+            if isinstance(layer_types, list) and layer_types:
+                self.full_layers = sum(1 for t in layer_types if t == "full_attention")
+            else:
+                interval = int(_req(tc, "full_attention_interval"))
+                self.full_layers = sum(1 for i in range(self.layers) if (i + 1) % interval == 0)
+            self.linear_layers = self.layers - self.full_layers
+            self.lin_k_heads = int(_req(tc, "linear_num_key_heads"))
+            self.lin_v_heads = int(_req(tc, "linear_num_value_heads"))
+            self.lin_k_dim = int(_req(tc, "linear_key_head_dim"))
+            self.lin_v_dim = int(_req(tc, "linear_value_head_dim"))
+            self.conv_kernel = int(_req(tc, "linear_conv_kernel_dim"))
+            self.config_ssm_dtype = tc.get("mamba_ssm_dtype")
+        elif isinstance(layer_types, list) and "sliding_attention" in layer_types and self.swa_window:
+            self.swa_layers = sum(1 for t in layer_types if t == "sliding_attention")
+            self.full_layers = self.layers - self.swa_layers
+        self.mtp_layers = int(tc.get("mtp_num_hidden_layers") or tc.get("num_nextn_predict_layers") or 0)
+        vc = config.get("vision_config") if isinstance(config.get("vision_config"), dict) else None
+        self.vision = vc
+        self.multimodal = vc is not None and self.arch.endswith("ForConditionalGeneration")
+
+    # parameter estimate, used only when no checkpoint byte count is known
+    def param_estimate(self):
+        h = self.hidden
+        emb = self.vocab * h * (1 if self.tied else 2)
+        q_out = self.heads * self.head_dim * (2 if self.hybrid_gdn else 1)  # Qwen3-Next/3.5 gate the output
+        attn = h * q_out + 2 * h * self.kv_heads * self.head_dim + self.heads * self.v_head_dim * h
+        if self.mla:
+            attn = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank * self.heads * (
+                self.head_dim + self.v_head_dim) + self.heads * self.v_head_dim * h + h * self.heads * self.head_dim
+        if self.experts:
+            mlp = self.experts * 3 * h * self.moe_intermediate + 3 * h * self.shared_intermediate + h * self.experts
+        else:
+            mlp = 3 * h * self.intermediate
+        lin = 0
+        if self.hybrid_gdn:
+            kd = self.lin_k_heads * self.lin_k_dim
+            vd = self.lin_v_heads * self.lin_v_dim
+            lin = h * (2 * kd + 2 * vd) + h * 2 * self.lin_v_heads + (2 * kd + vd) * self.conv_kernel + vd * h
+        total = emb + self.full_layers * attn + self.swa_layers * attn + self.linear_layers * lin + self.layers * mlp
+        vision = 0
+        if self.vision:
+            vh = int(self.vision.get("hidden_size") or 0)
+            depth = int(self.vision.get("depth") or self.vision.get("num_hidden_layers") or 0)
+            vi = int(self.vision.get("intermediate_size") or 4 * vh)
+            vision = depth * (4 * vh * vh + 2 * vh * vi)
+        mtp = self.mtp_layers * (attn + mlp + 2 * h * h)
+        return {"text": total, "vision": vision, "mtp": mtp}
+
+
+def _arg(args, key, default=None):
+    v = args.get(key)
+    return default if v is None else v
+
+
+# ----------------------------------------------------------------------------------------------
+# SGLang 0.5.9 defaults
+# ----------------------------------------------------------------------------------------------
+
+def bucket_defaults(gpu_mem_mib, tp):
+    """(chunked_prefill_size, cuda_graph_max_bs) by GPU memory bucket (server_args.py:911-1075)."""
+    if gpu_mem_mib is None:
+        return 4096, 160
+    if gpu_mem_mib < 20480:
+        return 2048, 8
+    if gpu_mem_mib < 35840:
+        return 2048, 24 if tp < 4 else 80
+    if gpu_mem_mib < 61440:
+        return 4096, 32 if tp < 4 else 160
+    if gpu_mem_mib < 163840:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+def auto_mem_fraction_static(gpu_mem_mib, tp, pp, chunked, graph_bs, spec_algo, max_prefill_tokens=16384,
+                             model=None, language_only=False):
+    """SGLang 0.5.9's mem_fraction_static when the operator leaves it unset; returns (mfs, reserved MiB)."""
+    if gpu_mem_mib is None:
+        return 0.88, None
+    if chunked is not None and chunked > 0:
+        reserved = 512 + 1.5 * max(chunked, 2048)
+    else:
+        reserved = 512 + 1.5 * max(max_prefill_tokens, 2048)
+    reserved += 2 * graph_bs + 1024 * tp * pp / 8.0
+    if gpu_mem_mib > 61440:
+        reserved = max(reserved, 10240)
+    if spec_algo in ("EAGLE", "EAGLE3", "NEXTN"):
+        reserved += 2048
+    elif spec_algo == "STANDALONE":
+        reserved += 6144
+    mfs = round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
+    if model is not None and model.multimodal and not language_only and model.vision:
+        vh = float(model.vision.get("hidden_size") or 0)
+        vl = float(model.vision.get("depth") or model.vision.get("num_hidden_layers") or 0)
+        ratio = vl * vh * vh / (24 * 1024.0 * 1024.0)
+        factor = min(max(1 - 0.1 * (ratio - 1), 0.8), 1.05)
+        mfs = round(mfs * 0.95 * factor, 3)
+    return mfs, reserved
+
+
+def spec_params(model, args):
+    """(algorithm or None, steps, topk, draft_tokens) as auto_choose_speculative_params sets them."""
+    algo = args.get("speculative_algorithm")
+    if algo is None:
+        return None, 0, 0, 0
+    algo = str(algo).upper()
+    if algo not in SPEC_ALGOS:
+        raise PlanError("args.speculative_algorithm: %r is not a 0.5.9 choice (%s; there is no MTP value, "
+                        "use NEXTN)" % (args.get("speculative_algorithm"), ", ".join(SPEC_ALGOS)))
+    steps = args.get("speculative_num_steps")
+    topk = args.get("speculative_eagle_topk")
+    draft = args.get("speculative_num_draft_tokens")
+    if steps is None and topk is None and draft is None:
+        if model.arch.startswith(("Llama", "Grok")):
+            steps, topk, draft = 5, 4, 8
+        else:
+            steps, topk, draft = 3, 1, 4
+    steps = int(steps if steps is not None else 3)
+    topk = int(topk if topk is not None else 1)
+    draft = int(draft if draft is not None else steps + 1)
+    if topk == 1:
+        draft = steps + 1
+    return algo, steps, topk, draft
+
+
+def kv_dtype_bytes(model, args):
+    kvd = str(_arg(args, "kv_cache_dtype", "auto")).lower()
+    if kvd == "auto":
+        if str(model.quant.get("kv_cache_quant_algo", "")).upper() == "FP8":
+            return 1
+        dt = str(_arg(args, "dtype", "auto")).lower()
+        if dt in ("auto",):
+            dt = model.torch_dtype.lower().replace("torch.", "")
+            if dt in ("float32", "float"):
+                dt = "bfloat16"
+        return _dtype_bytes(dt, "args.dtype")
+    return _dtype_bytes(kvd, "args.kv_cache_dtype")
+
+
+def cell_size(model, args, tp, draft=False):
+    """Bytes per token of KV (get_cell_size_per_token)."""
+    kv = kv_dtype_bytes(model, args)
+    if model.mla:
+        layers = max(model.mtp_layers, 1) if draft else model.full_layers
+        return (int(model.kv_lora_rank) + int(model.qk_rope_head_dim)) * layers * kv
+    kvh = max(1, model.kv_heads // tp)
+    if draft:
+        layers = 1 if model.hybrid_gdn else max(model.mtp_layers, 1)
+        return kvh * (model.head_dim + model.v_head_dim) * layers * kv
+    if model.swa_layers:
+        return kvh * (model.head_dim + model.v_head_dim) * (model.full_layers + model.swa_layers) * kv
+    return kvh * (model.head_dim + model.v_head_dim) * model.full_layers * kv
+
+
+def mamba_per_request(model, args, tp):
+    """Bytes of conv + SSM state of one request (mamba_utils.Mamba2StateShape)."""
+    if not model.hybrid_gdn:
+        return 0
+    k_heads = model.lin_k_heads
+    if k_heads % tp:
+        k_heads = max(k_heads, tp)
+    conv_dim = model.lin_v_heads * model.lin_v_dim + 2 * k_heads * model.lin_k_dim
+    conv = (conv_dim // tp) * (model.conv_kernel - 1) * 2
+    ssm_name = args.get("mamba_ssm_dtype") or model.config_ssm_dtype or "float32"
+    ssm = (model.lin_v_heads // tp) * model.lin_v_dim * model.lin_k_dim * _dtype_bytes(ssm_name,
+                                                                                          "args.mamba_ssm_dtype")
+    return (conv + ssm) * model.linear_layers
+
+
+# ----------------------------------------------------------------------------------------------
+# checkpoint bytes from safetensors headers
+# ----------------------------------------------------------------------------------------------
+
+def classify_tensor(name):
+    if name.startswith(("mtp.", "model.mtp.")) or ".mtp." in name:
+        return "draft"
+    if "visual." in name or "vision_tower" in name or "vision_model" in name or name.startswith("model.visual"):
+        return "vision"
+    if name.endswith(("norm.weight", "_norm.weight", "norm.bias", "A_log", "dt_bias")) and "." in name:
+        return "replicated"
+    return "sharded"
+
+
+def read_safetensors_header(path):
+    """Return the tensor table of one .safetensors file (reads the header only)."""
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        if len(head) != 8:
+            raise PlanError("%s: not a safetensors file (shorter than 8 bytes)" % path)
+        (n,) = struct.unpack("<Q", head)
+        if n <= 0 or n > 100 * 1024 * 1024:
+            raise PlanError("%s: safetensors header length %d is not plausible" % (path, n))
+        try:
+            table = json.loads(fh.read(n).decode("utf-8"))
+        except ValueError as exc:
+            raise PlanError("%s: safetensors header is not JSON (%s)" % (path, exc))
+    table.pop("__metadata__", None)
+    return table
+
+
+def checkpoint_bytes(model_dir):
+    """Exact tensor bytes of a checkpoint directory, split by what SGLang does with them."""
+    out = {"total": 0, "sharded": 0, "replicated": 0, "vision": 0, "draft": 0, "files": 0}
+    names = sorted(f for f in os.listdir(model_dir) if f.endswith(".safetensors"))
+    for fname in names:
+        table = read_safetensors_header(os.path.join(model_dir, fname))
+        out["files"] += 1
+        for tname, meta in table.items():
+            start, end = meta.get("data_offsets", (0, 0))
+            size = int(end) - int(start)
+            out["total"] += size
+            out[classify_tensor(tname)] += size
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the plan
+# ----------------------------------------------------------------------------------------------
+
+def _validate(model, gpus, args):
+    if not isinstance(args, dict):
+        raise PlanError("args: expected a mapping of SGLang server args (snake_case), got %s" % type(args).__name__)
+    tp = int(_arg(args, "tp_size", 1))
+    pp = int(_arg(args, "pp_size", 1))
+    if tp < 1 or pp < 1:
+        raise PlanError("args.tp_size/pp_size must be >= 1 (got tp_size=%s, pp_size=%s)" % (tp, pp))
+    if not isinstance(gpus, list) or not gpus:
+        raise PlanError("gpus: give at least one GPU as {name, memory_total_mib[, memory_free_mib]}")
+    for i, g in enumerate(gpus):
+        if not isinstance(g, dict) or not g.get("memory_total_mib"):
+            raise PlanError("gpus[%d].memory_total_mib is missing (nvidia-smi --query-gpu=memory.total)" % i)
+        if float(g["memory_total_mib"]) <= 0:
+            raise PlanError("gpus[%d].memory_total_mib must be positive" % i)
+    if model.heads % tp:
+        raise PlanError("args.tp_size=%d does not divide config num_attention_heads=%d; choose a tp_size that "
+                        "divides it (SGLang fails with 'AssertionError: %d is not divisible by %d')"
+                        % (tp, model.heads, model.heads, tp))
+    if not model.mla and model.kv_heads % tp and tp % model.kv_heads:
+        raise PlanError("args.tp_size=%d and config num_key_value_heads=%d: one must divide the other"
+                        % (tp, model.kv_heads))
+    if len(gpus) < tp * pp:
+        raise PlanError("gpus: %d GPU(s) given but tp_size x pp_size = %d needs that many; lower args.tp_size or "
+                        "pass more GPUs" % (len(gpus), tp * pp))
+    mfs = args.get("mem_fraction_static")
+    if mfs is not None and not (0 < float(mfs) < 1):
+        raise PlanError("args.mem_fraction_static=%s must lie strictly between 0 and 1 (e.g. 0.85), or be "
+                        "omitted for SGLang's auto value" % mfs)
+    for key in ("context_length", "max_running_requests", "max_total_tokens", "page_size", "cuda_graph_max_bs",
+                "max_mamba_cache_size"):
+        v = args.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+            raise PlanError("args.%s=%r must be a positive integer" % (key, v))
+    return tp, pp
+
+
+def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
+    """Predict SGLang 0.5.9's memory layout for one launch; see the module docstring."""
+    args = dict(args or {})
+    model = Model(config)
+    tp, pp = _validate(model, gpus, args)
+    measured = dict(measured or {})
+    used = gpus[:tp * pp]
+    gpu_mem = min(float(g["memory_total_mib"]) for g in gpus)
+    algo, steps, topk, draft_tokens = spec_params(model, args)
+    chunk_d, bs_d = bucket_defaults(gpu_mem, tp)
+    chunked = _arg(args, "chunked_prefill_size", chunk_d)
+    graph_bs = _arg(args, "cuda_graph_max_bs", bs_d)
+    notes = []
+    if args.get("mem_fraction_static") is None:
+        mfs, reserved = auto_mem_fraction_static(gpu_mem, tp, pp, chunked, graph_bs, algo,
+                                                 _arg(args, "max_prefill_tokens", 16384), model,
+                                                 bool(args.get("language_only")))
+        mfs_source = "auto"
+    else:
+        mfs, reserved = float(args["mem_fraction_static"]), None
+        mfs_source = "args"
+    page = int(_arg(args, "page_size", 1))
+
+    # M0: free GiB after torch.distributed init, minimum over ranks
+    if measured.get("avail_mem_before_load_gb") is not None:
+        m0 = float(measured["avail_mem_before_load_gb"])
+        m0_source = "measured"
+    else:
+        frees = []
+        for g in used:
+            free = g.get("memory_free_mib")
+            free = float(free) if free is not None else float(g["memory_total_mib"]) - DRIVER_RESERVED_GIB * 1024
+            frees.append(free / 1024.0 - CUDA_CONTEXT_GIB - (NCCL_GIB if tp * pp > 1 else 0.0))
+        m0 = min(frees)
+        m0_source = "estimated"
+
+    # W: weight bytes per rank of the target model
+    draft_weight_bytes = 0.0
+    if measured.get("weights_gb") is not None:
+        w = float(measured["weights_gb"])
+        w_source = "measured"
+    elif measured.get("avail_mem_after_load_gb") is not None:
+        w = m0 - float(measured["avail_mem_after_load_gb"])
+        w_source = "measured"
+    else:
+        if weights_bytes is not None:
+            if isinstance(weights_bytes, dict):
+                total = float(weights_bytes.get("total") or 0)
+                draft_b = float(weights_bytes.get("draft") or 0)
+                repl = float(weights_bytes.get("replicated") or 0)
+            else:
+                total, draft_b, repl = float(weights_bytes), 0.0, 0.0
+                if model.mtp_layers:
+                    est = model.param_estimate()
+                    draft_b = total * est["mtp"] / float(est["text"] + est["vision"] + est["mtp"])
+            if total <= 0:
+                raise PlanError("weights_bytes must be a positive byte count (or {total: N, ...})")
+            w_source = "checkpoint"
+        else:
+            est = model.param_estimate()
+            wb = _weight_param_bytes(model, args)
+            total = (est["text"] + est["vision"] + est["mtp"]) * wb
+            draft_b = est["mtp"] * wb
+            repl = 0.0
+            w_source = "estimated from config"
+        w = ((total - draft_b - repl) / (tp * pp) + repl) / GIB
+        draft_weight_bytes = draft_b / tp
+    if measured.get("avail_mem_after_load_gb") is not None:
+        m1 = float(measured["avail_mem_after_load_gb"])
+    else:
+        m1 = m0 - w
+
+    # rest_GiB = M1 - M0 (1 - mfs)
+    rest = m1 - m0 * (1.0 - mfs)
+    static = rest
+    cell = cell_size(model, args, tp)
+    per_req = mamba_per_request(model, args, tp)
+    context_len = int(_arg(args, "context_length", model.max_pos or 4096))
+    radix_off = bool(args.get("disable_radix_cache"))
+    max_running = args.get("max_running_requests")
+    if algo is not None:
+        if max_running is None:
+            max_running = 48
+        if model.hybrid_gdn:
+            radix_off = True
+    spec_reserve = 0.0
+    mamba_gb = 0.0
+    slots = None
+    if model.hybrid_gdn:
+        if algo is not None:
+            spec_reserve = per_req * int(max_running) * draft_tokens / GIB
+            rest -= spec_reserve
+        if args.get("max_mamba_cache_size") is not None:
+            slots = int(args["max_mamba_cache_size"])
+            slots_source = "args.max_mamba_cache_size"
+        elif radix_off and max_running is not None:
+            slots = int(max_running)
+            slots_source = "max_running_requests (radix cache off)"
+        else:
+            r = float(_arg(args, "mamba_full_memory_ratio", 0.9))
+            mgb = rest * r / (1 + r)
+            slots = int(math.floor(mgb * GIB / per_req)) if mgb > 0 else 0
+            slots_source = "mamba_full_memory_ratio=%s" % r
+        mamba_gb = slots * per_req / GIB
+        rest -= mamba_gb
+    kv_gb = rest
+    tokens = int(math.floor(rest * GIB)) // int(cell) if rest > 0 else int(math.floor(rest * GIB / cell))
+    if model.swa_layers and tokens > 0:
+        kvh = max(1, model.kv_heads // tp)
+        per_layer = kvh * (model.head_dim + model.v_head_dim) * kv_dtype_bytes(model, args)
+        ratio = float(_arg(args, "swa_full_tokens_ratio", 0.8))
+        fl, sl = model.full_layers, model.swa_layers
+        tokens = int(tokens * (per_layer * fl + per_layer * sl) / (per_layer * fl + ratio * per_layer * sl))
+    if args.get("max_total_tokens") and tokens > 0:
+        tokens = min(tokens, int(args["max_total_tokens"]))
+    if tokens > 0:
+        tokens = tokens // page * page
+
+    # request slots
+    if max_running is not None:
+        max_reqs = int(max_running)
+    else:
+        max_reqs = min(max(int(tokens / float(context_len) * 512), 2048), 4096) if tokens > 0 else 2048
+        if model.hybrid_gdn and slots is not None:
+            max_reqs = min(max_reqs, max(slots // (1 if radix_off else 3), 0))
+
+    # headroom: (1 - mfs) M0 must hold req_to_token, graphs, activations, workspaces and the draft
+    headroom = (1.0 - mfs) * m0
+    req_to_token = max_reqs * (context_len + 4 + draft_tokens) * 4 / GIB
+    graphs = 0.0 if args.get("disable_cuda_graph") else 2 * graph_bs * MIB / GIB
+    # activations of one prefill chunk: hidden states and the MLP intermediate of the chunk (bf16), an
+    # estimate; SGLang's own auto-fraction heuristic reserves far more (1.5 MiB per chunk token).
+    chunk_tokens = chunked if chunked and chunked > 0 else int(_arg(args, "max_prefill_tokens", 16384))
+    width = max(model.hidden * 8, 3 * max(model.intermediate, model.moe_intermediate * 8) // tp)
+    activations = chunk_tokens * width * 2 / GIB
+    draft_gb = 0.0
+    draft_detail = {}
+    if algo in ("EAGLE", "EAGLE3", "NEXTN"):
+        if model.mtp_layers or model.hybrid_gdn or model.mla:
+            dw = draft_weight_bytes
+            if not dw:
+                est = model.param_estimate()
+                dw = est["mtp"] * _weight_param_bytes(model, args) / tp
+            # the MTP module allocates its own embed_tokens/lm_head before taking the target's (peak)
+            dw += 2 * model.vocab * model.hidden * _weight_param_bytes(model, args) / tp
+        else:
+            dw = 0.0
+        dkv = max(tokens, 0) * cell_size(model, args, tp, draft=True)
+        dgraph = 0.0 if args.get("disable_cuda_graph") else 2 * graphs
+        draft_detail = {"weights_gb": round(dw / GIB, 3), "kv_gb": round(dkv / GIB, 3),
+                        "graphs_gb": round(dgraph, 3)}
+        draft_gb = dw / GIB + dkv / GIB + dgraph
+    elif algo == "STANDALONE":
+        notes.append("STANDALONE draft model size is not modelled: only SGLang's 6 GiB reserve is counted.")
+    need = req_to_token + graphs + activations + WORKSPACE_GIB + draft_gb
+    if tokens <= 0:
+        outcome = "kv_pool_oom"
+    elif need > headroom:
+        outcome = "headroom_oom"
+    elif tokens < context_len:
+        outcome = "context_truncated"
+    else:
+        outcome = "fits"
+
+    budget = {
+        "avail_mem_before_load_gb": round(m0, 2),
+        "weights_gb": round(w, 2),
+        "rest_gb": round(static, 2),
+        "mamba_gb": round(mamba_gb, 2),
+        "spec_reserve_gb": round(spec_reserve, 2),
+        "kv_gb": round(kv_gb, 2),
+        "headroom_gb": round(headroom, 2),
+        "draft_gb": round(draft_gb, 2),
+        "headroom_need_gb": round(need, 2),
+    }
+    result_headroom = {"req_to_token_gb": round(req_to_token, 3), "cuda_graphs_gb": round(graphs, 3),
+                       "activations_gb": round(activations, 3), "workspace_gb": WORKSPACE_GIB,
+                       "draft_gb": round(draft_gb, 3)}
+    per_gpu = []
+    for i, g in enumerate(used):
+        entry = dict(budget)
+        entry["index"] = g.get("index", i)
+        entry["name"] = g.get("name", "GPU%d" % i)
+        per_gpu.append(entry)
+    result = {
+        "outcome": outcome,
+        "mem_fraction_static": mfs,
+        "mem_fraction_static_source": mfs_source,
+        "reserved_mib": reserved,
+        "max_total_num_tokens": tokens,
+        "max_running_requests": max_reqs,
+        "context_length": context_len,
+        "cell_size_bytes": int(cell),
+        "mamba_bytes_per_request": int(per_req),
+        "max_mamba_cache_size": slots,
+        "speculative": {"algorithm": algo, "num_steps": steps, "eagle_topk": topk,
+                        "num_draft_tokens": draft_tokens} if algo else None,
+        "draft": draft_detail or None,
+        "chunked_prefill_size": chunked,
+        "cuda_graph_max_bs": graph_bs,
+        "sources": {"avail_mem_before_load_gb": m0_source, "weights_gb": w_source},
+        "per_gpu": per_gpu,
+        "headroom_items": result_headroom,
+        "notes": notes,
+        "architecture": model.arch,
+        "tp_size": tp,
+    }
+    if _fixes:
+        result["fixes"], result["ineffective"] = _fixes_for(config, gpus, args, measured, weights_bytes, result)
+    else:
+        result["fixes"], result["ineffective"] = [], []
+    result["explain"] = explain(result, model)
+    return result
+
+
+def _weight_param_bytes(model, args):
+    q = str(args.get("quantization") or model.quant.get("quant_method") or "").lower()
+    if q in ("fp8", "modelopt_fp8", "w8a8_fp8", "w8a8_int8", "mxfp8", "compressed-tensors"):
+        return 1.0
+    if q in ("awq", "gptq", "awq_marlin", "gptq_marlin", "marlin", "moe_wna16", "w4afp8", "auto-round"):
+        return 0.5 + 0.03
+    if q in ("mxfp4", "modelopt_fp4", "petit_nvfp4"):
+        return 0.5 + 0.03
+    dt = str(_arg(args, "dtype", "auto")).lower()
+    if dt == "auto":
+        dt = model.torch_dtype.lower().replace("torch.", "")
+        if dt in ("float32", "float"):
+            dt = "bfloat16"
+    return _dtype_bytes(dt, "args.dtype")
+
+
+_RANK = ("fits", "context_truncated", "headroom_oom", "kv_pool_oom")
+
+
+def _better(a, b):
+    """Is outcome a at least as good as b (and tokens matter within the same outcome)?"""
+    return _RANK.index(a) < _RANK.index(b)
+
+
+def _fixes_for(config, gpus, args, measured, weights_bytes, base):
+    model = Model(config)
+    tp = base["tp_size"]
+    cands = []   # (disruption, change, why)
+    mfs = base["mem_fraction_static"]
+    for target in (0.86, 0.88, 0.9, 0.92, 0.94, 0.95):
+        if target > mfs + 1e-9:
+            cands.append((1, {"mem_fraction_static": target},
+                          "a larger static fraction gives the pools more of the free memory (and the headroom less)"))
+    spec = base["speculative"]
+    if spec and model.hybrid_gdn:
+        mr = base["max_running_requests"]
+        for n in (32, 16, 8):
+            if n < mr:
+                cands.append((2, {"max_running_requests": n},
+                              "the verify-state reservation and the mamba slots scale with running requests"))
+        if spec["num_draft_tokens"] > 2:
+            cands.append((3, {"speculative_num_steps": 1, "speculative_eagle_topk": 1,
+                              "speculative_num_draft_tokens": 2},
+                          "the verify-state reservation scales with draft tokens (set all three together)"))
+    if model.hybrid_gdn:
+        ssm = args.get("mamba_ssm_dtype") or model.config_ssm_dtype or "float32"
+        if str(ssm).lower() in ("float32", "fp32"):
+            cands.append((4, {"mamba_ssm_dtype": "bfloat16"}, "halves the SSM state of every request slot"))
+    if str(_arg(args, "kv_cache_dtype", "auto")) == "auto" and kv_dtype_bytes(model, args) > 1:
+        cands.append((5, {"kv_cache_dtype": "fp8_e4m3"}, "halves the bytes per KV token (small accuracy cost)"))
+    if spec:
+        cands.append((6, {"speculative_algorithm": None, "speculative_num_steps": None, "speculative_eagle_topk": None,
+                          "speculative_num_draft_tokens": None},
+                      "without speculation there is no verify-state reservation and no draft model"))
+    for n in (2, 4, 8):
+        if n > tp and n <= len(gpus) and model.heads % n == 0 and (model.kv_heads % n == 0 or n % model.kv_heads == 0):
+            cands.append((7, {"tp_size": n}, "the weights are split over more GPUs"))
+            break
+    fixes = []
+    for disruption, change, why in cands:
+        trial = dict(args)
+        trial.update(change)
+        for k, v in list(trial.items()):
+            if v is None:
+                trial.pop(k)
+        try:
+            res = plan(config, gpus, trial, _measured_for(measured, change, base), weights_bytes, _fixes=False)
+        except PlanError:
+            continue
+        if _better(res["outcome"], base["outcome"]) or (
+                res["outcome"] == base["outcome"] and base["outcome"] == "context_truncated"
+                and res["max_total_num_tokens"] > base["max_total_num_tokens"]):
+            fixes.append((disruption, {"change": change, "max_total_num_tokens": res["max_total_num_tokens"],
+                                       "outcome": res["outcome"], "why": why}))
+    # keep, per kind of change, the least disruptive variant that works (e.g. the smallest mfs raise)
+    seen = set()
+    out = []
+    works = ("fits", "context_truncated")
+    for disruption, fix in sorted(fixes, key=lambda x: (x[1]["outcome"] not in works, x[0])):
+        key = tuple(sorted(fix["change"]))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(fix)
+    # what operators try that does not touch this budget
+    ineffective = []
+    ctx = base["context_length"]
+    guesses = [({"context_length": max(ctx // 2, 1)}, "the context length does not enter the KV/state pool budget; "
+                "it only caps one request"),
+               ({"disable_cuda_graph": True}, "CUDA graphs live in the headroom, not in the pool budget"),
+               ({"enable_torch_compile": False}, "torch.compile does not change the pool budget")]
+    if base["mem_fraction_static_source"] == "args" and mfs > 0.6:
+        guesses.append(({"mem_fraction_static": round(mfs - 0.1, 2)}, "a lower fraction shrinks the pool budget"))
+    for change, why in guesses:
+        trial = dict(args)
+        trial.update(change)
+        try:
+            res = plan(config, gpus, trial, measured, weights_bytes, _fixes=False)
+        except PlanError:
+            continue
+        if not _better(res["outcome"], base["outcome"]):
+            ineffective.append({"change": change, "max_total_num_tokens": res["max_total_num_tokens"],
+                                "outcome": res["outcome"], "why": why})
+    return out, ineffective
+
+
+def _measured_for(measured, change, base):
+    """Measured numbers stay valid for a trial unless it changes what they measured."""
+    if not measured:
+        return measured
+    m = dict(measured)
+    if "tp_size" in change:
+        m.pop("weights_gb", None)
+        m.pop("avail_mem_after_load_gb", None)
+    return m
+
+
+def _bar(value, scale, width=40):
+    if value <= 0 or scale <= 0:
+        return ""
+    return "#" * max(1, int(round(value / scale * width)))
+
+
+def explain(result, model=None):
+    """Lines a person reads: the budget per GPU, the outcome, and the fixes."""
+    b = result["per_gpu"][0]
+    m0 = b["avail_mem_before_load_gb"]
+    mfs = result["mem_fraction_static"]
+    lines = []
+    lines.append("%s, tp_size=%d, mem_fraction_static=%s (%s)" % (result["architecture"], result["tp_size"], mfs,
+                                                                  result["mem_fraction_static_source"]))
+    lines.append("Per GPU: %.2f GiB free after CUDA/NCCL init (%s); static budget %.2f x %.2f = %.2f GiB; "
+                 "headroom %.2f GiB" % (m0, result["sources"]["avail_mem_before_load_gb"], mfs, m0, mfs * m0,
+                                        b["headroom_gb"]))
+    rows = [("weights", b["weights_gb"]), ("spec verify", b["spec_reserve_gb"]), ("mamba state", b["mamba_gb"]),
+            ("KV cache", b["kv_gb"]), ("headroom", b["headroom_gb"])]
+    for g in result["per_gpu"]:
+        lines.append("GPU %s %s" % (g["index"], g["name"]))
+        for label, val in rows:
+            if label in ("spec verify", "mamba state") and not val:
+                continue
+            mark = _bar(val, m0)
+            if val < 0:
+                mark = "<0: over budget by %.2f GiB" % -val
+            lines.append("  %-12s %7.2f GiB |%s" % (label, val, mark))
+    tokens = result["max_total_num_tokens"]
+    if result["outcome"] == "kv_pool_oom":
+        lines.append("Outcome: kv_pool_oom: SGLang will stop with 'Not enough memory. Please try to increase "
+                     "--mem-fraction-static' (%d tokens)." % tokens)
+    elif result["outcome"] == "headroom_oom":
+        lines.append("Outcome: headroom_oom: the pool holds %d tokens but the headroom (%.2f GiB) is smaller than "
+                     "what graphs, activations and the draft need (%.2f GiB): expect a CUDA OOM after the pool."
+                     % (tokens, b["headroom_gb"], b["headroom_need_gb"]))
+    elif result["outcome"] == "context_truncated":
+        lines.append("Outcome: context_truncated: %d tokens in the pool, fewer than context_length %d."
+                     % (tokens, result["context_length"]))
+    else:
+        lines.append("Outcome: fits: %d tokens in the KV pool, %d running requests." % (
+            tokens, result["max_running_requests"]))
+    for f in result.get("fixes") or []:
+        lines.append("  fix %s -> %s, %d tokens (%s)" % (_fmt_change(f["change"]), f["outcome"],
+                                                         f["max_total_num_tokens"], f["why"]))
+    for f in result.get("ineffective") or []:
+        lines.append("  does not help: %s -> %s, %d tokens (%s)" % (_fmt_change(f["change"]), f["outcome"],
+                                                                   f["max_total_num_tokens"], f["why"]))
+    for n in result.get("notes") or []:
+        lines.append("  note: " + n)
+    return lines
+
+
+def _fmt_change(change):
+    return ", ".join("%s=%s" % (k, v) for k, v in sorted(change.items()) if v is not None) or \
+        ", ".join("%s unset" % k for k in sorted(change))

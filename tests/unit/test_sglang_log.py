@@ -1,0 +1,215 @@
+"""parse_log: each SGLang start-up story an operator can paste, and what it must say back."""
+import json
+import os
+import random
+
+import pytest
+
+from conftest import FIXTURES, fixture_text, load_module_util
+
+SL = load_module_util("sglang_log")
+
+# fixture -> (outcome, phase, failure kind, rank)
+CASES = {
+    "ready_tp1_dense.log": ("ready", "ready", None, None),
+    "ready_tp2_hybrid_nextn_ms.log": ("ready", "ready", None, None),
+    "ready_then_request_error.log": ("ready", "ready", None, None),
+    "starting_mid_load.log": ("starting", "load_weights", None, None),
+    "kv_pool_oom_tp2_nextn_seed.log": ("failed", "memory_pool", "kv_pool_oom", "TP0"),
+    "kv_pool_oom_0510_wording.log": ("failed", "memory_pool", "kv_pool_oom", None),
+    "kv_pool_oom_truncated_mid_traceback.log": ("failed", "memory_pool", "kv_pool_oom", "TP0"),
+    "kv_pool_oom_final_line_only.log": ("failed", "memory_pool", "kv_pool_oom", None),
+    "kv_pool_oom_journald_ansi_crlf.log": ("failed", "memory_pool", "kv_pool_oom", "TP0"),
+    "kv_pool_oom_stray_wrapped.log": ("failed", "memory_pool", "kv_pool_oom", "TP0"),
+    "weight_load_oom.log": ("failed", "load_weights", "weight_load_oom", None),
+    "cuda_graph_oom.log": ("failed", "cuda_graph", "cuda_graph_oom", None),
+    "cuda_graph_failed_not_oom.log": ("failed", "cuda_graph", "other", None),
+    "cuda_oom_draft.log": ("failed", "draft", "cuda_oom", "TP0"),
+    "port_in_use.log": ("failed", "http", "port_in_use", None),
+    "import_error_sgl_kernel.log": ("failed", "args", "import_error", None),
+    "unsupported_arch_import_cause.log": ("failed", "load_weights", "import_error", "TP0"),
+    "unsupported_model.log": ("failed", "load_weights", "unsupported_model", None),
+    "nccl_error.log": ("failed", "dist_init", "nccl_error", "TP1"),
+    "model_not_found_gated.log": ("failed", "args", "model_not_found", None),
+    "model_not_found_path.log": ("failed", "args", "model_not_found", None),
+    "tp_mismatch.log": ("failed", "load_weights", "tp_mismatch", "TP2"),
+    "bad_argument.log": ("failed", "args", "bad_argument", None),
+    "warmup_failed.log": ("failed", "warmup", "other", None),
+    "scheduler_dead_oom_killer.log": ("failed", "load_weights", "other", None),
+}
+
+
+def test_every_fixture_is_covered_by_a_case():
+    on_disk = {f for f in os.listdir(os.path.join(FIXTURES, "sglang_logs")) if f.endswith(".log")}
+    assert on_disk == set(CASES)
+
+
+def test_every_failure_kind_of_the_contract_has_a_fixture():
+    kinds = {c[2] for c in CASES.values() if c[2]}
+    assert kinds == set(SL.KINDS)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fixture_outcome_phase_kind_rank(name):
+    outcome, phase, kind, rank = CASES[name]
+    r = SL.parse_log(fixture_text("sglang_logs", name))
+    assert r["outcome"] == outcome
+    assert r["phase"] == phase
+    if kind is None:
+        assert r["failure"] is None
+    else:
+        f = r["failure"]
+        assert f["kind"] == kind
+        assert f["rank"] == rank
+        assert f["message"]
+        assert f["hint"]
+        assert set(f) >= {"kind", "message", "rank", "phase", "traceback", "hint"}
+    json.dumps(r)  # facts must be plain data (Ansible returns them as JSON)
+
+
+def test_seed_failure_reports_the_error_not_the_sigquit_echo_with_numbers_in_the_hint():
+    r = SL.parse_log(fixture_text("sglang_logs", "kv_pool_oom_tp2_nextn_seed.log"))
+    f = r["failure"]
+    assert "Not enough memory" in f["message"] and "sigquit" not in f["message"]
+    assert r["facts"]["mem_fraction_static"] == 0.85
+    assert r["facts"]["tp_size"] == 2
+    # 0.85 x 46.62 = 39.63 GiB budget; 25.91 GiB of weights; 20.71 - 46.62*0.15 = 13.72 GiB rest (TP0)
+    assert "0.85 x 46.62 = 39.63" in f["hint"]
+    assert "25.91" in f["hint"]
+    assert "context-length" in f["hint"] and "do not enter" in f["hint"]
+    assert f["traceback"].rstrip().endswith("mem_fraction_static=0.85")
+    assert "init_memory_pool" in f["traceback"]
+
+
+def test_ready_dense_facts_are_exactly_what_sglang_logged():
+    r = SL.parse_log(fixture_text("sglang_logs", "ready_tp1_dense.log"))
+    assert r["facts"] == {
+        "mem_fraction_static": 0.861, "tp_size": 1, "avail_mem_before_load_gb": 46.9,
+        "avail_mem_after_load_gb": 31.83, "weights_gb": 15.07, "kv_tokens": 207346, "k_size_gb": 12.66,
+        "v_size_gb": 12.66, "cuda_graph_mem_gb": 0.52, "max_total_num_tokens": 207346,
+        "max_running_requests": 2048, "context_len": 131072,
+    }
+    assert set(r["facts_by_rank"]) == {"main"}
+
+
+def test_hybrid_spec_facts_come_from_the_target_not_the_draft_worker():
+    r = SL.parse_log(fixture_text("sglang_logs", "ready_tp2_hybrid_nextn_ms.log"))
+    facts = r["facts"]
+    # the draft worker logs 'Load weight end ... mem usage=1.57 GB' and 'K size: 0.28 GB' later: ignored
+    assert facts["weights_gb"] == 25.91
+    assert facts["k_size_gb"] == 4.56
+    # conv 0.02 + ssm 0.56 + intermediate ssm 2.25 + intermediate conv 0.07
+    assert facts["mamba_cache_gb"] == pytest.approx(2.90)
+    assert facts["cuda_graph_mem_gb"] == 0.40 or facts["cuda_graph_mem_gb"] == 0.41
+    assert r["facts_by_rank"]["TP0"]["avail_mem_after_load_gb"] == 20.71
+    assert r["facts_by_rank"]["TP1"]["avail_mem_after_load_gb"] == 20.72
+    assert facts["max_running_requests"] == 16
+
+
+def test_truncated_traceback_inside_init_memory_pool_is_inferred_as_kv_pool_oom():
+    r = SL.parse_log(fixture_text("sglang_logs", "kv_pool_oom_truncated_mid_traceback.log"))
+    assert r["failure"]["kind"] == "kv_pool_oom"
+    assert r["failure"]["inferred"] is True
+
+
+def test_stray_wrapped_paste_recovers_the_value_and_the_weight_numbers():
+    r = SL.parse_log(fixture_text("sglang_logs", "kv_pool_oom_stray_wrapped.log"))
+    assert r["facts"]["mem_fraction_static"] == 0.85
+    assert r["facts"]["weights_gb"] == 25.91
+    assert r["failure"]["message"].endswith("mem_fraction_static=0.85")
+
+
+def test_journald_ansi_crlf_are_stripped_before_matching():
+    r = SL.parse_log(fixture_text("sglang_logs", "kv_pool_oom_journald_ansi_crlf.log"))
+    assert r["facts"]["avail_mem_before_load_gb"] == 46.62
+    assert "\x1b" not in r["failure"]["message"] and "\r" not in r["failure"]["message"]
+
+
+def test_capture_failure_that_is_not_oom_is_not_called_a_memory_problem():
+    r = SL.parse_log(fixture_text("sglang_logs", "cuda_graph_failed_not_oom.log"))
+    assert r["failure"]["kind"] == "other"
+    assert "illegal instruction" in r["failure"]["message"]
+
+
+def test_architecture_not_supported_caused_by_an_import_failure_names_the_missing_module():
+    r = SL.parse_log(fixture_text("sglang_logs", "unsupported_arch_import_cause.log"))
+    assert r["failure"]["kind"] == "import_error"
+    assert "'fla'" in r["failure"]["hint"]
+
+
+def test_gated_repo_hint_names_the_http_status_and_the_token():
+    r = SL.parse_log(fixture_text("sglang_logs", "model_not_found_gated.log"))
+    assert "401" in r["failure"]["hint"] and "token" in r["failure"]["hint"]
+
+
+def test_port_conflict_hint_names_the_port():
+    r = SL.parse_log(fixture_text("sglang_logs", "port_in_use.log"))
+    assert "30000" in r["failure"]["hint"]
+
+
+def test_oom_killer_death_carries_the_exit_code():
+    r = SL.parse_log(fixture_text("sglang_logs", "scheduler_dead_oom_killer.log"))
+    assert r["failure"]["exit_code"] == -9
+    assert "OOM killer" in r["failure"]["hint"]
+
+
+def test_cuda_oom_hint_carries_the_allocation_numbers():
+    r = SL.parse_log(fixture_text("sglang_logs", "cuda_oom_draft.log"))
+    assert "2.37 GiB" in r["failure"]["hint"] and "1.1 GiB free" in r["failure"]["hint"]
+    assert "draft" in r["failure"]["hint"]
+
+
+def test_ms_timestamps_and_dp_tp_prefixes_are_understood():
+    text = ("[2026-01-01 00:00:00.123 DP1 TP3] Load weight begin. avail mem=70.00 GB\n"
+            "[2026-01-01 00:00:01.456 DP1 TP3] Load weight end. elapsed=1.00 s, type=X, dtype=torch.bfloat16, "
+            "avail mem=60.00 GB, mem usage=10.00 GB.\n")
+    r = SL.parse_log(text)
+    assert r["facts_by_rank"]["DP1 TP3"]["weights_gb"] == 10.0
+    assert r["outcome"] == "starting" and r["phase"] == "memory_pool"
+
+
+def test_empty_and_none_are_starting_with_no_facts():
+    for text in ("", None, "\n\n"):
+        r = SL.parse_log(text)
+        assert r["outcome"] == "starting" and r["failure"] is None and r["facts"] == {}
+
+
+def test_non_text_input_is_a_clear_type_error():
+    with pytest.raises(TypeError, match="text must be a str"):
+        SL.parse_log(b"bytes")
+
+
+def test_hostile_input_never_raises_and_never_evaluates():
+    rnd = random.Random(1234)
+    alphabet = "[]()'\"=:.,\\ \t\x1b\r\n0123456789TPDGBabcdefTracebackError{}%$`;"
+    for _ in range(200):
+        text = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 400)))
+        r = SL.parse_log(text)
+        assert r["outcome"] in ("ready", "failed", "starting")
+    evil = "RuntimeError: __import__('os').system('touch /tmp/pwned') Not enough memory"
+    SL.parse_log(evil)
+    assert not os.path.exists("/tmp/pwned")
+
+
+def test_memory_stays_bounded_for_an_endless_traceback_and_huge_lines():
+    p = SL.LogParser()
+    p.feed("[2026-01-01 00:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n")
+    for i in range(20000):
+        p.feed('  File "/x/y%d.py", line %d, in f%d\n' % (i, i, i))
+    p.feed("X" * 10_000_000 + "\n")
+    assert len(p._tb.frames) <= 64 and len(p._tb.text) <= SL.TRACEBACK_TAIL
+    for i in range(2000):
+        p.feed("RuntimeError: CUDA error: out of memory %d\n" % i)
+    r = p.result()
+    assert len(p.failures) <= 16
+    assert len(r["failure"]["traceback"]) < 20000
+
+
+def test_parse_file_streams_from_an_offset(tmp_path):
+    old = fixture_text("sglang_logs", "kv_pool_oom_tp2_nextn_seed.log")
+    new = fixture_text("sglang_logs", "ready_tp1_dense.log")
+    path = tmp_path / "sglang.log"
+    path.write_text(old + new)
+    offset = len(old.encode())
+    assert SL.parse_file(str(path))["outcome"] == "failed"
+    assert SL.parse_file(str(path), offset=offset)["outcome"] == "ready"

@@ -1,0 +1,253 @@
+"""plan(): SGLang 0.5.9's memory arithmetic, checked against numbers derived by hand (derivations inline)."""
+import json
+import os
+import struct
+
+import pytest
+
+from conftest import FIXTURES, fixture_text, load_module_util
+
+SM = load_module_util("sglang_memory")
+SL = load_module_util("sglang_log")
+GIB = 2 ** 30
+A6000 = {"name": "NVIDIA RTX A6000", "memory_total_mib": 49140}
+H200 = {"name": "NVIDIA H200", "memory_total_mib": 143771}
+
+
+def cfg(name):
+    with open(os.path.join(FIXTURES, "model_configs", name + ".json")) as fh:
+        return json.load(fh)
+
+
+SEED_ARGS = {"tp_size": 2, "mem_fraction_static": 0.85, "speculative_algorithm": "NEXTN",
+             "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4,
+             "context_length": 262144}
+SEED_MEASURED = {"avail_mem_before_load_gb": 46.62, "weights_gb": 25.91, "avail_mem_after_load_gb": 20.71}
+
+
+# --- auto mem_fraction_static (server_args.py:911-1075), worked values of the reference table ---
+@pytest.mark.parametrize("gpu,args,expected", [
+    # R = 512 + 1.5*4096 + 2*32 + 1024*1*1/8 = 6848 MiB; (49140-6848)/49140 = 0.8606 -> 0.861
+    (A6000, {"tp_size": 1}, 0.861),
+    # + 2048 for NEXTN: R = 8896; (49140-8896)/49140 = 0.819
+    (A6000, {"tp_size": 1, "speculative_algorithm": "NEXTN"}, 0.819),
+    # TP2: R = 512 + 6144 + 64 + 256 = 6976; 0.858
+    (A6000, {"tp_size": 2}, 0.858),
+    # > 60 GiB: bucket C=8192, B=256 -> R = 512+12288+512+128 = 13440 (> 10240); (143771-13440)/143771 = 0.907
+    (H200, {"tp_size": 1}, 0.907),
+    (H200, {"tp_size": 1, "speculative_algorithm": "NEXTN"}, 0.892),
+])
+def test_auto_mem_fraction_static_matches_sglang_0_5_9(gpu, args, expected):
+    r = SM.plan(cfg("llama-3.1-8b"), [gpu] * args["tp_size"], args)
+    assert r["mem_fraction_static"] == expected
+    assert r["mem_fraction_static_source"] == "auto"
+
+
+def test_auto_fraction_is_reduced_for_a_multimodal_checkpoint():
+    # Qwen3.6-27B is Qwen3_5ForConditionalGeneration with a 27-layer, 1152-wide ViT:
+    # ratio = 27*1152^2/(24*1024^2) = 1.4238; factor = 1 - 0.1*(0.4238) = 0.9576; 0.858 * 0.95 * 0.9576 = 0.781
+    r = SM.plan(cfg("qwen3.6-27b"), [A6000] * 2, {"tp_size": 2})
+    assert r["mem_fraction_static"] == 0.781
+
+
+# --- cell size (get_cell_size_per_token) ---
+def test_gqa_cell_size_llama_8b_tp1_and_tp2():
+    m = SM.Model(cfg("llama-3.1-8b"))
+    # 8 KV heads * (128+128) * 32 layers * 2 B = 131072 B/token; TP2 halves the heads
+    assert SM.cell_size(m, {}, 1) == 131072
+    assert SM.cell_size(m, {}, 2) == 65536
+    assert SM.cell_size(m, {"kv_cache_dtype": "fp8_e4m3"}, 1) == 65536
+
+
+def test_kv_heads_are_replicated_not_split_when_tp_exceeds_them():
+    m = SM.Model(cfg("qwen3-next-80b-a3b"))
+    # 2 KV heads, 12 full-attention layers (interval 4 of 48): TP1 2*512*12*2 = 24576; TP2 and TP4 both 12288
+    assert m.full_layers == 12 and m.linear_layers == 36
+    assert SM.cell_size(m, {}, 1) == 24576
+    assert SM.cell_size(m, {}, 2) == 12288
+    assert SM.cell_size(m, {}, 4) == 12288
+
+
+def test_mla_cell_size_is_not_divided_by_tp():
+    m = SM.Model(cfg("deepseek-v3"))
+    # (512 + 64) * 61 layers * 2 B = 70272 at any TP
+    assert SM.cell_size(m, {}, 1) == 70272
+    assert SM.cell_size(m, {}, 8) == 70272
+
+
+def test_hybrid_state_per_request_qwen3_next_and_qwen3_6():
+    nxt = SM.Model(cfg("qwen3-next-80b-a3b"))
+    # conv_dim = 32*128 + 2*16*128 = 8192; conv 8192*3*2 = 49152; ssm 32*128*128*4 = 2097152; x36 = 77266944
+    assert SM.mamba_per_request(nxt, {}, 1) == 77266944
+    # TP4: conv 2048*3*2 = 12288; ssm 8*128*128*4 = 524288; x36 = 19316736 (18.4 MiB)
+    assert SM.mamba_per_request(nxt, {}, 4) == 19316736
+    q36 = SM.Model(cfg("qwen3.6-27b"))
+    # conv_dim = 48*128 + 2*16*128 = 10240; conv 10240*3*2 = 61440; ssm 48*128*128*4 = 3145728; x48 = 153944064
+    assert SM.mamba_per_request(q36, {}, 1) == 153944064
+    # bf16 SSM: 61440 + 1572864 = 1634304 x48 = 78446592
+    assert SM.mamba_per_request(q36, {"mamba_ssm_dtype": "bfloat16"}, 1) == 78446592
+
+
+def test_reference_worked_example_rest_20_gib_tp4_without_speculation():
+    # rest = M1 - M0(1-mfs) = 40 - 40*0.5 = 20 GiB; mamba = 20*0.9/1.9 = 9.4737 GiB -> floor(/19316736 B) = 526 slots
+    r = SM.plan(cfg("qwen3-next-80b-a3b"), [H200] * 4, {"tp_size": 4, "mem_fraction_static": 0.5},
+                measured={"avail_mem_before_load_gb": 40.0, "avail_mem_after_load_gb": 40.0, "weights_gb": 0.0})
+    assert r["max_mamba_cache_size"] == 526
+    # KV = 20 - 526*19316736/2^30 = 10.5373 GiB -> floor(10.5373*2^30)//12288 = 920 773 tokens ("about 920 k")
+    kv_bytes = int(20 * GIB) - 526 * 19316736
+    assert r["max_total_num_tokens"] == kv_bytes // 12288
+    assert r["per_gpu"][0]["kv_gb"] == pytest.approx(10.54, abs=0.01)
+    # max_num_reqs <= slots // 3 (radix cache on, no_buffer) = 175
+    assert r["max_running_requests"] == 175
+
+
+def test_reference_worked_example_rest_20_gib_tp4_with_nextn():
+    r = SM.plan(cfg("qwen3-next-80b-a3b"), [H200] * 4,
+                {"tp_size": 4, "mem_fraction_static": 0.5, "speculative_algorithm": "NEXTN"},
+                measured={"avail_mem_before_load_gb": 40.0, "avail_mem_after_load_gb": 40.0, "weights_gb": 0.0})
+    # 48 requests x 4 draft tokens x 19316736 B = 3.454 GiB verify state; 48 slots = 0.864 GiB; KV 15.68 GiB
+    assert r["per_gpu"][0]["spec_reserve_gb"] == pytest.approx(3.45, abs=0.01)
+    assert r["per_gpu"][0]["mamba_gb"] == pytest.approx(0.86, abs=0.01)
+    assert r["per_gpu"][0]["kv_gb"] == pytest.approx(15.68, abs=0.01)
+    assert r["max_mamba_cache_size"] == 48
+    assert r["speculative"] == {"algorithm": "NEXTN", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
+
+
+# --- the motivating case ---
+def test_seed_qwen3_6_27b_tp2_nextn_mfs_085_is_the_memory_pool_error():
+    r = SM.plan(cfg("qwen3.6-27b"), [A6000] * 2, SEED_ARGS, measured=SEED_MEASURED)
+    assert r["outcome"] == "kv_pool_oom"
+    assert r["max_total_num_tokens"] <= 0
+    b = r["per_gpu"][0]
+    # rest = 20.71 - 46.62*0.15 = 13.717 GiB
+    assert b["rest_gb"] == pytest.approx(13.72, abs=0.01)
+    # per request at TP2: 48*(5120*3*2 + 24*128*128*4) = 76972032 B; x 48 req x 4 draft = 13.764 GiB
+    assert b["spec_reserve_gb"] == pytest.approx(76972032 * 192 / GIB, abs=0.01)
+    # 48 mamba slots (radix off, 48 running requests) = 3.441 GiB; 13.717 - 13.764 - 3.441 = -3.49
+    assert b["mamba_gb"] == pytest.approx(3.44, abs=0.01)
+    assert b["kv_gb"] == pytest.approx(-3.49, abs=0.01)
+    assert len(r["per_gpu"]) == 2
+    text = "\n".join(r["explain"])
+    assert "Not enough memory" in text and "GPU 1" in text and "over budget by 3.49 GiB" in text
+
+
+def test_seed_fixes_each_with_its_token_count_and_context_halving_shown_not_to_help():
+    r = SM.plan(cfg("qwen3.6-27b"), [A6000] * 2, SEED_ARGS, measured=SEED_MEASURED)
+    changes = {tuple(sorted(f["change"])): f for f in r["fixes"]}
+    # no speculation: rest 13.717 split by ratio 0.9 -> mamba 6.498 GiB = 90 slots (6.452 GiB) -> KV 7.265 GiB
+    nospec = changes[("speculative_algorithm", "speculative_eagle_topk", "speculative_num_draft_tokens",
+                      "speculative_num_steps")]
+    slots = int(13.717 * 0.9 / 1.9 * GIB // 76972032)
+    assert nospec["max_total_num_tokens"] == pytest.approx((13.717 * GIB - slots * 76972032) / 32768, rel=1e-3)
+    # bf16 SSM: per request 48*(30720+786432) = 39223296 B; (192+48) x -> 8.767 GiB; KV 4.95 GiB
+    bf16 = changes[("mamba_ssm_dtype",)]
+    assert bf16["max_total_num_tokens"] == pytest.approx((13.717 * GIB - 240 * 39223296) / 32768, rel=1e-3)
+    assert ("max_running_requests",) in changes
+    assert ("speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_num_steps") in changes
+    for f in r["fixes"]:
+        assert f["outcome"] != "kv_pool_oom" and f["why"]
+    # working fixes come before partial ones
+    outs = [f["outcome"] in ("fits", "context_truncated") for f in r["fixes"]]
+    assert outs == sorted(outs, reverse=True)
+    bad = {tuple(sorted(f["change"])): f for f in r["ineffective"]}
+    half = bad[("context_length",)]
+    assert half["change"] == {"context_length": 131072}
+    assert half["outcome"] == "kv_pool_oom" and half["max_total_num_tokens"] == r["max_total_num_tokens"]
+    assert bad[("disable_cuda_graph",)]["max_total_num_tokens"] == r["max_total_num_tokens"]
+    assert bad[("mem_fraction_static",)]["max_total_num_tokens"] < r["max_total_num_tokens"]
+
+
+def test_seed_is_predicted_without_measurements_too():
+    r = SM.plan(cfg("qwen3.6-27b"), [A6000] * 2, SEED_ARGS)
+    assert r["outcome"] == "kv_pool_oom"
+    assert r["sources"] == {"avail_mem_before_load_gb": "estimated", "weights_gb": "estimated from config"}
+    # 27.7 B params estimated from config (the card says 27.8 B)
+    est = SM.Model(cfg("qwen3.6-27b")).param_estimate()
+    assert 27.0e9 < sum(est.values()) < 28.5e9
+
+
+def test_replaying_a_real_launch_agrees_with_the_tokens_sglang_logged():
+    facts = SL.parse_log(fixture_text("sglang_logs", "ready_tp1_dense.log"))["facts"]
+    measured = {k: facts[k] for k in ("avail_mem_before_load_gb", "weights_gb", "avail_mem_after_load_gb")}
+    r = SM.plan(cfg("llama-3.1-8b"), [A6000], {"tp_size": 1, "mem_fraction_static": facts["mem_fraction_static"]},
+                measured=measured)
+    assert r["max_total_num_tokens"] == facts["kv_tokens"]
+    assert r["outcome"] == "fits"
+
+
+def test_context_truncated_when_the_pool_is_smaller_than_one_request():
+    r = SM.plan(cfg("qwen3-32b"), [A6000], {"tp_size": 1, "mem_fraction_static": 0.9},
+                weights_bytes=int(61.03 * GIB / 1.5))
+    assert r["outcome"] in ("context_truncated", "fits")
+    r = SM.plan(cfg("llama-3.1-8b"), [A6000], {"tp_size": 1, "mem_fraction_static": 0.5})
+    assert r["outcome"] == "context_truncated" and 0 < r["max_total_num_tokens"] < 131072
+    assert any(f["change"] == {"kv_cache_dtype": "fp8_e4m3"} for f in r["fixes"])
+
+
+def test_headroom_oom_when_the_fraction_leaves_no_room_for_the_draft():
+    args = dict(SEED_ARGS, mem_fraction_static=0.97, max_running_requests=8, mamba_ssm_dtype="bfloat16")
+    r = SM.plan(cfg("qwen3.6-27b"), [A6000] * 2, args, measured=SEED_MEASURED)
+    assert r["max_total_num_tokens"] > 0
+    assert r["outcome"] == "headroom_oom"
+    assert r["per_gpu"][0]["headroom_need_gb"] > r["per_gpu"][0]["headroom_gb"]
+
+
+def test_page_size_aligns_tokens_and_max_total_tokens_caps_them():
+    base = {"tp_size": 1, "mem_fraction_static": 0.861}
+    m = {"avail_mem_before_load_gb": 46.9, "weights_gb": 15.07, "avail_mem_after_load_gb": 31.83}
+    r = SM.plan(cfg("llama-3.1-8b"), [A6000], dict(base, page_size=64), measured=m)
+    assert r["max_total_num_tokens"] == 207346 // 64 * 64
+    r = SM.plan(cfg("llama-3.1-8b"), [A6000], dict(base, max_total_tokens=100000), measured=m)
+    assert r["max_total_num_tokens"] == 100000
+
+
+def test_checkpoint_bytes_from_safetensors_headers(tmp_path):
+    def write(path, tensors):
+        table, off = {}, 0
+        for name, nbytes in tensors:
+            table[name] = {"dtype": "BF16", "shape": [nbytes // 2], "data_offsets": [off, off + nbytes]}
+            off += nbytes
+        table["__metadata__"] = {"format": "pt"}
+        head = json.dumps(table).encode()
+        with open(path, "wb") as fh:
+            fh.write(struct.pack("<Q", len(head)) + head + b"\0" * off)
+    write(tmp_path / "model-00001-of-00002.safetensors",
+          [("model.layers.0.mlp.up_proj.weight", 4000), ("model.norm.weight", 20)])
+    write(tmp_path / "model-00002-of-00002.safetensors",
+          [("mtp.fc.weight", 300), ("model.visual.blocks.0.attn.qkv.weight", 100)])
+    b = SM.checkpoint_bytes(str(tmp_path))
+    assert b == {"total": 4420, "sharded": 4000, "replicated": 20, "vision": 100, "draft": 300, "files": 2}
+    # per rank at TP2: (4420 - 300 - 20)/2 + 20 = 2070 bytes
+    r = SM.plan(cfg("llama-3.1-8b"), [A6000] * 2, {"tp_size": 2}, weights_bytes=b)
+    assert r["per_gpu"][0]["weights_gb"] == round(2070 / GIB, 2)
+
+
+def test_a_broken_safetensors_file_is_named(tmp_path):
+    (tmp_path / "x.safetensors").write_bytes(b"\x01")
+    with pytest.raises(SM.PlanError, match="x.safetensors"):
+        SM.checkpoint_bytes(str(tmp_path))
+
+
+@pytest.mark.parametrize("mutate,match", [
+    (lambda c, g, a: c.update(architectures=["NotAModel"]), "config.architectures: 'NotAModel'"),
+    (lambda c, g, a: a.update(tp_size=5), "args.tp_size=5 does not divide config num_attention_heads=32"),
+    (lambda c, g, a: a.update(mem_fraction_static=1.2), "args.mem_fraction_static=1.2 must lie strictly"),
+    (lambda c, g, a: a.update(mem_fraction_static=0), "args.mem_fraction_static=0 must lie strictly"),
+    (lambda c, g, a: a.update(tp_size=4), "gpus: 2 GPU.s. given but tp_size x pp_size = 4"),
+    (lambda c, g, a: c.pop("num_hidden_layers"), "config.num_hidden_layers is missing"),
+    (lambda c, g, a: g.__setitem__(0, {"name": "x"}), r"gpus\[0\].memory_total_mib is missing"),
+    (lambda c, g, a: a.update(speculative_algorithm="MTP"), "no MTP value, use NEXTN"),
+    (lambda c, g, a: a.update(context_length="long"), "args.context_length='long' must be a positive integer"),
+    (lambda c, g, a: a.update(kv_cache_dtype="int3"), "args.kv_cache_dtype: unknown dtype 'int3'"),
+])
+def test_bad_input_is_a_clear_error_naming_the_field(mutate, match):
+    c, g, a = cfg("llama-3.1-8b"), [dict(A6000), dict(A6000)], {"tp_size": 1}
+    mutate(c, g, a)
+    with pytest.raises(SM.PlanError, match=match):
+        SM.plan(c, g, a)
+
+
+def test_plan_is_plain_data():
+    r = SM.plan(cfg("deepseek-v3"), [H200] * 8, {"tp_size": 8, "speculative_algorithm": "NEXTN"})
+    json.dumps(r)
+    assert r["cell_size_bytes"] == 70272
