@@ -751,12 +751,41 @@ def parse_log(text):
     return parser.result()
 
 
+_TS = re.compile(r"^\s*(?:\S.*?: )?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+
+
+def parse_log_since(text, since):
+    """Parse only what was logged at or after ``since`` ("YYYY-MM-DD HH:MM:SS", SGLang's clock).
+
+    Lines without a timestamp belong to the last timestamped line before them.  Returns the
+    contract plus ``stale`` (true when nothing at all was logged since the marker)."""
+    if not re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$", since or ""):
+        raise ValueError("since=%r: expected 'YYYY-MM-DD HH:MM:SS' (the clock SGLang logs with)" % (since,))
+    parser = LogParser()
+    taking = False
+    for line in io.StringIO(text or "", newline=None):
+        m = _TS.match(_strip(line))
+        if m:
+            taking = m.group(1) >= since
+        if taking:
+            parser.feed(line)
+    res = parser.result()
+    res["stale"] = parser.lines == 0
+    return res
+
+
 def parse_file(path, offset=0, encoding="utf-8"):
     """Stream a log file from byte ``offset``; memory does not depend on the file's length."""
     parser = LogParser()
     with open(path, "rb") as fh:
-        if offset:
-            fh.seek(offset)
+        fh.seek(0, 2)
+        size = fh.tell()
+        truncated = bool(offset) and size < offset
+        fh.seek(0 if truncated else offset)
         for raw in fh:
             parser.feed(raw.decode(encoding, "replace"))
-    return parser.result()
+    res = parser.result()
+    res["stale"] = parser.lines == 0
+    res["log_truncated"] = truncated
+    res["end_offset"] = size
+    return res

@@ -54,6 +54,30 @@ _ST_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16":
              "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "U16": 2, "U32": 4, "U64": 8, "F4": 0.5}
 
 
+# memory.total in MiB as nvidia-smi reports it, for planning without the hardware at hand
+GPU_PROFILES = {
+    "rtx-a6000": ("NVIDIA RTX A6000", 49140),
+    "rtx-3090": ("NVIDIA GeForce RTX 3090", 24576),
+    "rtx-4090": ("NVIDIA GeForce RTX 4090", 24564),
+    "l40s": ("NVIDIA L40S", 46068),
+    "a100-40gb": ("NVIDIA A100-SXM4-40GB", 40960),
+    "a100-80gb": ("NVIDIA A100-SXM4-80GB", 81920),
+    "h100-80gb": ("NVIDIA H100 80GB HBM3", 81559),
+    "h200": ("NVIDIA H200", 143771),
+}
+
+
+def gpus_from_profile(profile, count):
+    """A list of identical GPU dicts from a GPU_PROFILES name."""
+    if profile not in GPU_PROFILES:
+        raise PlanError("gpu_profile=%r is unknown (known: %s); or pass gpus as a list of "
+                        "{name, memory_total_mib}" % (profile, ", ".join(sorted(GPU_PROFILES))))
+    if not isinstance(count, int) or count < 1:
+        raise PlanError("gpu_count=%r must be a positive integer" % (count,))
+    name, mib = GPU_PROFILES[profile]
+    return [{"index": i, "name": name, "memory_total_mib": mib} for i in range(count)]
+
+
 class PlanError(ValueError):
     """Bad input: the message names the field and the fix."""
 
@@ -782,5 +806,6 @@ def explain(result, model=None):
 
 
 def _fmt_change(change):
-    return ", ".join("%s=%s" % (k, v) for k, v in sorted(change.items()) if v is not None) or \
-        ", ".join("%s unset" % k for k in sorted(change))
+    if "speculative_algorithm" in change and change["speculative_algorithm"] is None:
+        return "no speculative decoding (drop speculative_* args)"
+    return ", ".join("%s=%s" % (k, v) for k, v in sorted(change.items()))

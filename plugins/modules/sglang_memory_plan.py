@@ -1,0 +1,215 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: sglang_memory_plan
+short_description: Predict whether SGLang 0.5.9 can build its memory pools, before launching it
+version_added: 0.1.0
+description:
+  - Mirrors SGLang 0.5.9's own arithmetic (auto C(--mem-fraction-static), weights per rank, KV cell size,
+    hybrid Gated DeltaNet state pools, the speculative verify-state reservation, draft model headroom)
+    to predict the KV pool's token capacity and whether the launch will stop with
+    C(Not enough memory. Please try to increase --mem-fraction-static).
+  - Returns the budget per GPU, the fixes that work (least disruptive first, each with its token count),
+    the changes operators try that do not help, and lines a person reads.
+  - With O(measured) it replays a real launch from the numbers SGLang logged instead of estimating.
+  - Read-only.
+author:
+  - gpuserve.sglang contributors
+options:
+  model_path:
+    description:
+      - Directory of the model snapshot. C(config.json) is read, and the safetensors headers give the exact
+        weight bytes (split into sharded, replicated, vision and MTP/draft tensors).
+      - Mutually exclusive with O(model_config).
+    type: path
+  model_config:
+    description:
+      - The model's C(config.json) as a mapping, when the snapshot is not at hand.
+    type: dict
+  gpus:
+    description:
+      - GPUs used, in order, each with C(name), C(memory_total_mib) and optionally C(memory_free_mib) and C(index)
+        (the C(gpus) list returned by M(gpuserve.sglang.nvidia_gpu_facts) fits as is).
+      - Mutually exclusive with O(gpu_profile).
+    type: list
+    elements: dict
+  gpu_profile:
+    description:
+      - Plan for a GPU model without the hardware, for example C(rtx-a6000), C(h100-80gb), C(h200).
+    type: str
+  gpu_count:
+    description:
+      - Number of GPUs of O(gpu_profile).
+    type: int
+    default: 1
+  args:
+    description:
+      - SGLang server arguments in ServerArgs snake_case (C(tp_size), C(mem_fraction_static), C(context_length),
+        C(speculative_algorithm), C(max_running_requests), C(mamba_ssm_dtype), ...). Absent keys take the
+        SGLang 0.5.9 default.
+    type: dict
+    default: {}
+  measured:
+    description:
+      - Numbers from a real launch, in GiB as SGLang logs them, C(avail_mem_before_load_gb), C(weights_gb),
+        C(avail_mem_after_load_gb) (the C(facts) of M(gpuserve.sglang.sglang_log_facts) fit as is).
+    type: dict
+  weights_bytes:
+    description:
+      - Exact checkpoint size in bytes, when O(model_path) is not readable here.
+    type: int
+  fail_on:
+    description:
+      - Outcomes that fail the task, with the fixes in the message.
+    type: list
+    elements: str
+    choices: [kv_pool_oom, headroom_oom, context_truncated]
+    default: [kv_pool_oom]
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - The planner is plain Python in C(plugins/module_utils/sglang_memory.py) and can be used without Ansible.
+  - Activations, CUDA graphs and draft memory in the headroom are estimates; the memory-pool check itself uses
+    SGLang's exact formula.
+seealso:
+  - module: gpuserve.sglang.sglang_log_facts
+"""
+
+EXAMPLES = r"""
+- name: Will Qwen3.6-27B start on 2x RTX A6000 with TP 2 and NEXTN?
+  gpuserve.sglang.sglang_memory_plan:
+    model_path: /srv/models/Qwen3.6-27B
+    gpu_profile: rtx-a6000
+    gpu_count: 2
+    args:
+      tp_size: 2
+      mem_fraction_static: 0.85
+      speculative_algorithm: NEXTN
+  register: plan
+
+- name: Replay a failed launch from its log facts
+  gpuserve.sglang.sglang_memory_plan:
+    model_config: "{{ lookup('ansible.builtin.file', 'config.json') | from_json }}"
+    gpus: "{{ gpu_facts.gpus }}"
+    args: "{{ sglang_server_args }}"
+    measured: "{{ start.facts }}"
+    fail_on: []
+"""
+
+RETURN = r"""
+outcome:
+  description: C(fits), C(kv_pool_oom) (the pool cannot be built), C(headroom_oom) (the pool fits but the draft,
+    graphs and activations will not fit in the (1 - mem_fraction_static) headroom) or C(context_truncated)
+    (fewer pool tokens than the context length).
+  returned: always
+  type: str
+  sample: kv_pool_oom
+mem_fraction_static:
+  description: Effective fraction (SGLang 0.5.9's auto value when not given).
+  returned: always
+  type: float
+  sample: 0.85
+max_total_num_tokens:
+  description: KV pool tokens per SGLang 0.5.9's formula; zero or less when the pool cannot be built.
+  returned: always
+  type: int
+  sample: -114282
+per_gpu:
+  description: Budget per GPU in GiB (C(avail_mem_before_load_gb), C(weights_gb), C(rest_gb), C(mamba_gb),
+    C(spec_reserve_gb), C(kv_gb), C(headroom_gb), C(draft_gb), C(headroom_need_gb)).
+  returned: always
+  type: list
+  elements: dict
+fixes:
+  description: Changes that improve the outcome, working ones first and least disruptive first, each
+    C({change, max_total_num_tokens, outcome, why}).
+  returned: always
+  type: list
+  elements: dict
+ineffective:
+  description: Changes operators often try that do not help (halving the context, dropping CUDA graphs,
+    lowering the fraction), each with its result.
+  returned: always
+  type: list
+  elements: dict
+explain:
+  description: Lines a person reads, with a per-GPU bar chart of the budget.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_memory import (
+    PlanError, checkpoint_bytes, gpus_from_profile, plan,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            model_path=dict(type="path"),
+            model_config=dict(type="dict"),
+            gpus=dict(type="list", elements="dict"),
+            gpu_profile=dict(type="str"),
+            gpu_count=dict(type="int", default=1),
+            args=dict(type="dict", default={}),
+            measured=dict(type="dict"),
+            weights_bytes=dict(type="int"),
+            fail_on=dict(type="list", elements="str", default=["kv_pool_oom"],
+                         choices=["kv_pool_oom", "headroom_oom", "context_truncated"]),
+        ),
+        mutually_exclusive=[("model_path", "model_config"), ("gpus", "gpu_profile")],
+        required_one_of=[("model_path", "model_config"), ("gpus", "gpu_profile")],
+        supports_check_mode=True,
+    )
+    p = module.params
+    weights = p["weights_bytes"]
+    try:
+        if p["model_path"]:
+            cfg_path = os.path.join(p["model_path"], "config.json")
+            try:
+                with open(cfg_path) as fh:
+                    config = json.load(fh)
+            except (IOError, OSError) as exc:
+                module.fail_json(msg="model_path: cannot read %s: %s" % (cfg_path, exc))
+            except ValueError as exc:
+                module.fail_json(msg="model_path: %s is not valid JSON: %s" % (cfg_path, exc))
+            if weights is None:
+                cb = checkpoint_bytes(p["model_path"])
+                weights = cb if cb["files"] else None
+        else:
+            config = p["model_config"]
+        gpus = p["gpus"] if p["gpus"] else gpus_from_profile(p["gpu_profile"], p["gpu_count"])
+        result = plan(config, gpus, p["args"], measured=p["measured"], weights_bytes=weights)
+    except PlanError as exc:
+        module.fail_json(msg=str(exc))
+    if result["outcome"] in p["fail_on"]:
+        lines = ["SGLang would not start as configured (%s); predicted %d KV tokens." % (
+            result["outcome"], result["max_total_num_tokens"])]
+        lines.extend(result["explain"])
+        module.fail_json(msg="\n".join(lines), **result)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()
