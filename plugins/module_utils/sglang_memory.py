@@ -329,8 +329,8 @@ def mamba_per_request(model, args, tp):
     conv_dim = model.lin_v_heads * model.lin_v_dim + 2 * k_heads * model.lin_k_dim
     conv = (conv_dim // tp) * (model.conv_kernel - 1) * 2
     ssm_name = args.get("mamba_ssm_dtype") or model.config_ssm_dtype or "float32"
-    ssm = (model.lin_v_heads // tp) * model.lin_v_dim * model.lin_k_dim * _dtype_bytes(ssm_name,
-                                                                                          "args.mamba_ssm_dtype")
+    ssm_bytes = _dtype_bytes(ssm_name, "args.mamba_ssm_dtype")
+    ssm = (model.lin_v_heads // tp) * model.lin_v_dim * model.lin_k_dim * ssm_bytes
     return (conv + ssm) * model.linear_layers
 
 
@@ -795,11 +795,11 @@ def explain(result, model=None):
         lines.append("Outcome: fits: %d tokens in the KV pool, %d running requests." % (
             tokens, result["max_running_requests"]))
     for f in result.get("fixes") or []:
-        lines.append("  fix %s -> %s, %d tokens (%s)" % (_fmt_change(f["change"]), f["outcome"],
-                                                         f["max_total_num_tokens"], f["why"]))
+        lines.append("  fix %s -> %s, %d tokens (%s)"
+                     % (_fmt_change(f["change"]), f["outcome"], f["max_total_num_tokens"], f["why"]))
     for f in result.get("ineffective") or []:
-        lines.append("  does not help: %s -> %s, %d tokens (%s)" % (_fmt_change(f["change"]), f["outcome"],
-                                                                   f["max_total_num_tokens"], f["why"]))
+        lines.append("  does not help: %s -> %s, %d tokens (%s)"
+                     % (_fmt_change(f["change"]), f["outcome"], f["max_total_num_tokens"], f["why"]))
     for n in result.get("notes") or []:
         lines.append("  note: " + n)
     return lines

@@ -12,4 +12,8 @@ git ls-files -co --exclude-standard -z | while IFS= read -r -d '' f; do
   mkdir -p "$dest/$(dirname "$f")"
   cp -p "$f" "$dest/$f"
 done
+# ansible-test lists a collection's files with git; give the copy its own repository so the
+# enclosing checkout (which ignores build/) does not hide them.
+git -C "$dest" init -q
+git -C "$dest" add -A
 echo "$dest"

@@ -1,0 +1,45 @@
+# gpuserve.sglang — developer entry points. `make test` is what CI runs (.ci/run).
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+COLL := build/collections/ansible_collections/gpuserve/sglang
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(BIN):$(PATH)
+
+.PHONY: test deps collection lint sanity unit integration bench lab plan clean
+
+## Run every check, failing fast, then print a summary.
+test: deps
+	@tests/ci/run-all.sh
+
+deps:
+	@tests/ci/bootstrap.sh
+
+collection:
+	@tests/ci/collection-tree.sh >/dev/null
+
+lint: deps collection
+	cd $(CURDIR) && $(BIN)/ansible-lint --offline
+
+sanity: deps collection
+	cd $(COLL) && $(BIN)/ansible-test sanity --python 3.11 --requirements
+
+unit: deps collection
+	$(BIN)/pytest -q tests/unit
+
+integration: deps collection
+	$(BIN)/pytest -q tests/integration
+
+bench: deps collection
+	$(BIN)/python tests/bench/bench_log_parser.py
+	$(BIN)/python tests/bench/bench_detection.py
+
+## The main job: the pre-flight memory plan of the motivating deployment, on localhost.
+plan: deps collection
+	$(BIN)/ansible-playbook playbooks/plan.yml
+
+lab: plan
+
+clean:
+	rm -rf build tests/output .pytest_cache

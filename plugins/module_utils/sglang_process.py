@@ -1,0 +1,334 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Start SGLang, watch this launch only, and report structured facts (standard library only).
+
+The launch is a detached process (own session, stdin from /dev/null, stdout+stderr appended to the
+log file).  Before launching, a marker line with a launch id is appended to the log and its byte
+offset recorded: everything the watcher reads comes after that offset, so an older launch's error
+is never reported as this one's.  The watcher polls the log, the process and the health endpoint
+every ``poll`` seconds and returns as soon as any of them decides the outcome.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+
+try:  # Python 3
+    from urllib.request import Request, urlopen
+    from urllib.error import HTTPError, URLError
+except ImportError:  # pragma: no cover
+    from urllib2 import Request, urlopen, HTTPError, URLError  # type: ignore
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import LogParser  # noqa: E402 pylint: disable=unused-import
+
+LOG_TAIL_LINES = 40
+
+
+def config_hash(argv, env, revision=None):
+    """Hash of what defines a launch: argv, environment (values included) and model revision."""
+    h = hashlib.sha256()
+    h.update(json.dumps({"argv": list(argv), "env": sorted((env or {}).items()), "revision": revision or ""},
+                        sort_keys=True).encode("utf-8"))
+    return h.hexdigest()
+
+
+def read_state(path):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (IOError, OSError, ValueError):
+        return None
+
+
+def write_state(path, state):
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(state, fh, sort_keys=True)
+    os.rename(tmp, path)
+
+
+def pid_alive(pid):
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except OSError as exc:
+        return exc.errno == errno.EPERM
+    # a zombie is not alive
+    try:
+        with open("/proc/%d/stat" % int(pid)) as fh:
+            return fh.read().split(") ", 1)[1][:1] != "Z"
+    except (IOError, OSError, IndexError):
+        return True
+
+
+def pid_cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % int(pid), "rb") as fh:
+            return [a.decode("utf-8", "replace") for a in fh.read().split(b"\0") if a]
+    except (IOError, OSError):
+        return []
+
+
+def _listening_inodes(port):
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as fh:
+                next(fh)
+                for line in fh:
+                    parts = line.split()
+                    if len(parts) > 9 and parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(parts[9])
+        except (IOError, OSError, StopIteration):
+            continue
+    return inodes
+
+
+def port_owner(host, port):
+    """None if nothing listens on host:port, else {"pid": pid or None, "cmdline": [...]}"""
+    inodes = _listening_inodes(int(port))
+    if not inodes:
+        # not in /proc (other namespace?): fall back to a connect probe
+        try:
+            s = socket.create_connection((host if host not in ("0.0.0.0", "::") else "127.0.0.1", int(port)), 0.5)
+            s.close()
+            return {"pid": None, "cmdline": []}
+        except (OSError, socket.error):
+            return None
+    wanted = set("socket:[%s]" % i for i in inodes)
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            for fd in os.listdir("/proc/%s/fd" % d):
+                try:
+                    if os.readlink("/proc/%s/fd/%s" % (d, fd)) in wanted:
+                        return {"pid": int(d), "cmdline": pid_cmdline(d)}
+                except OSError:
+                    continue
+        except OSError:
+            continue
+    return {"pid": None, "cmdline": []}
+
+
+def http_get(url, timeout=2.0, api_key=None):
+    """(status, body bytes) or (None, error text)."""
+    req = Request(url)
+    if api_key:
+        req.add_header("Authorization", "Bearer %s" % api_key)
+    try:
+        resp = urlopen(req, timeout=timeout)
+        try:
+            return resp.getcode(), resp.read(1 << 20)
+        finally:
+            resp.close()
+    except HTTPError as exc:
+        return exc.code, b""
+    except (URLError, socket.error, socket.timeout, OSError) as exc:
+        return None, str(exc)
+
+
+def launch(argv, env, log_path, cwd=None):
+    """Append a launch marker to the log, start argv detached; return (proc, launch_id, offset, error)."""
+    launch_id = uuid.uuid4().hex[:12]
+    d = os.path.dirname(log_path)
+    if d and not os.path.isdir(d):
+        os.makedirs(d, 0o750)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+    logf = os.fdopen(fd, "ab")
+    try:
+        logf.write(("# gpuserve launch %s at %s\n" % (launch_id, time.strftime("%Y-%m-%d %H:%M:%S"))).encode())
+        logf.flush()
+        offset = logf.tell()
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        try:
+            proc = subprocess.Popen(argv, stdin=open(os.devnull, "rb"), stdout=logf, stderr=subprocess.STDOUT,
+                                    env=full_env, cwd=cwd or "/", close_fds=True, start_new_session=True)
+        except (OSError, ValueError) as exc:
+            return None, launch_id, offset, "could not execute %s: %s" % (argv[0], exc)
+    finally:
+        logf.close()
+    return proc, launch_id, offset, None
+
+
+def stop(pid, timeout=30.0):
+    """SIGTERM the launch's process group, then SIGKILL; True if something was stopped."""
+    if not pid_alive(pid):
+        return False
+    pid = int(pid)
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(os.getpgid(pid), sig)
+        except OSError:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        end = time.time() + wait
+        while time.time() < end:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except OSError:
+                pass
+            if not pid_alive(pid):
+                return True
+            time.sleep(0.05)
+    return not pid_alive(pid)
+
+
+class _Tail(object):
+    """Incrementally read a log from an offset into a LogParser, keeping a bounded tail."""
+
+    def __init__(self, path, offset):
+        self.path = path
+        self.offset = offset
+        self.parser = LogParser()
+        self.partial = b""
+        self.tail = []
+
+    def poll(self):
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(0, 2)
+                size = fh.tell()
+                if size < self.offset:      # replaced or truncated under us: start over
+                    self.offset = 0
+                fh.seek(self.offset)
+                data = fh.read(8 << 20)
+                self.offset += len(data)
+        except (IOError, OSError):
+            return False
+        if not data:
+            return False
+        data = self.partial + data
+        lines = data.split(b"\n")
+        self.partial = lines.pop()
+        for raw in lines:
+            line = raw.decode("utf-8", "replace")
+            self.parser.feed(line)
+            self.tail.append(line.rstrip("\r")[-400:])
+        if len(self.tail) > LOG_TAIL_LINES:
+            del self.tail[:-LOG_TAIL_LINES]
+        return True
+
+    def flush(self):
+        if self.partial:
+            line = self.partial.decode("utf-8", "replace")
+            self.parser.feed(line)
+            self.tail.append(line[-400:])
+            self.partial = b""
+        return self.parser.result()
+
+
+def watch(proc_or_pid, log_path, offset, base_url, health="/health_generate", timeout=600.0, poll=0.1,
+          api_key=None, grace=3.0):
+    """Follow one launch until ready, failed or timeout; returns a result dict (see the module's RETURN)."""
+    t0 = time.time()
+    tail = _Tail(log_path, offset)
+    proc = proc_or_pid if hasattr(proc_or_pid, "poll") else None
+    pid = proc.pid if proc is not None else int(proc_or_pid)
+    exited_at = None
+    fatal_at = None
+    rc = None
+    last_probe = 0.0
+    health_ok = False
+    while True:
+        tail.poll()
+        now = time.time()
+        res = tail.parser  # live view
+        if proc is not None:
+            rc = proc.poll()
+            alive = rc is None
+        else:
+            alive = pid_alive(pid)
+        if not alive and exited_at is None:
+            exited_at = now
+        if res.failures and not res.ready and fatal_at is None and (res.died or _decisive(res)):
+            fatal_at = now
+        if exited_at is not None:
+            tail.poll()
+            break
+        if fatal_at is not None and now - fatal_at > grace:
+            break                       # logged a fatal error and did not exit in time: report anyway
+        if res.ready and now - last_probe >= 0.5:
+            last_probe = now
+            code, _body = http_get(base_url + health, timeout=5.0, api_key=api_key)
+            if code == 200:
+                health_ok = True
+                break
+        if now - t0 > timeout:
+            break
+        time.sleep(poll)
+    parsed = tail.flush()
+    elapsed = time.time() - t0
+    out = {
+        "phase": parsed["phase"],
+        "failure": parsed["failure"],
+        "facts": parsed["facts"],
+        "facts_by_rank": parsed["facts_by_rank"],
+        "elapsed_s": round(elapsed, 3),
+        "log_tail": list(tail.tail),
+        "pid": pid,
+        "returncode": rc,
+    }
+    if health_ok:
+        out["status"] = "ready"
+    elif exited_at is not None or parsed["outcome"] == "failed":
+        out["status"] = "failed"
+        out["detected_after_exit_s"] = round(time.time() - exited_at, 3) if exited_at else None
+        if parsed["failure"] is None:
+            out["failure"] = {
+                "kind": "other", "rank": None, "phase": parsed["phase"], "traceback": "",
+                "message": "the process exited with code %s before logging anything decisive" % rc,
+                "hint": "Read log_tail; if it is empty the interpreter or the sglang package is missing.",
+            }
+        if rc is not None:
+            out["failure"]["exit_code"] = rc
+    else:
+        out["status"] = "timeout"
+    out["stale"] = tail.parser.lines == 0
+    return out
+
+
+def _decisive(parser):
+    """A failure SGLang always dies of (so we need not wait for the exit)."""
+    for f in parser.failures:
+        if f["kind"] in ("kv_pool_oom", "bad_argument", "tp_mismatch") and not f["after_ready"]:
+            return True
+    return False
+
+
+def server_info(base_url, api_key=None):
+    code, body = http_get(base_url + "/server_info", timeout=5.0, api_key=api_key)
+    if code != 200:
+        return None
+    try:
+        info = json.loads(body.decode("utf-8"))
+    except ValueError:
+        return None
+    keep = {}
+    for key in ("max_total_num_tokens", "max_req_input_len", "mem_fraction_static", "tp_size", "context_length",
+                "max_running_requests", "chunked_prefill_size", "version"):
+        if key in info:
+            keep[key] = info[key]
+    states = info.get("internal_states") or []
+    if states and isinstance(states[0], dict):
+        keep["memory_usage"] = states[0].get("memory_usage")
+        if "max_mamba_cache_size" in states[0]:
+            keep["max_mamba_cache_size"] = states[0]["max_mamba_cache_size"]
+    return keep

@@ -1,0 +1,321 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: sglang_server
+short_description: Start SGLang, watch this launch, fail fast and report structured facts
+version_added: 0.1.0
+description:
+  - Starts C(python -m sglang.launch_server) from an argv list built from O(args) (never a shell string),
+    detached from Ansible, its output appended to O(log_path).
+  - Before launching it appends a marker with a launch id to the log and reads only what this launch
+    writes after it, so an older launch's error is never reported (C(stale=true) when nothing was written).
+  - Returns as soon as the outcome is known, when the process exits or logs a fatal error, or when the
+    ready line is logged and the health endpoint answers 200, not at the timeout.
+  - Failures carry the same facts as M(gpuserve.sglang.sglang_log_facts) (C(failure.kind), C(hint), numbers).
+  - Idempotent, the hash of argv, environment and model revision is recorded; the same configuration running
+    and healthy is left alone, a different one is restarted.
+author:
+  - gpuserve.sglang contributors
+options:
+  name:
+    description: Name of the served model; names the state, pid and log files.
+    type: str
+    required: true
+  state:
+    description: V(started) ensures it runs with this configuration, V(restarted) always relaunches,
+      V(stopped) stops it.
+    type: str
+    choices: [started, stopped, restarted]
+    default: started
+  python:
+    description: Interpreter of the SGLang venv.
+    type: path
+  model_path:
+    description: Model directory passed as C(--model-path).
+    type: str
+  args:
+    description: SGLang server args in ServerArgs snake_case (C(tp_size), C(mem_fraction_static), ...);
+      C(true) becomes a bare flag, C(false)/null are omitted. Secrets are refused here, use O(env) or O(api_key).
+    type: dict
+    default: {}
+  env:
+    description: Extra environment of the server process. Values are not logged and not returned.
+    type: dict
+    default: {}
+  api_key:
+    description: API key, passed to SGLang through the environment (C(SGLANG_API_KEY)), never in argv.
+    type: str
+  host:
+    description: Address SGLang binds and the health probe uses.
+    type: str
+    default: 127.0.0.1
+  port:
+    description: HTTP port.
+    type: int
+    default: 30000
+  manager:
+    description: How the server runs. Only V(process) (a detached process with a pid file) is implemented;
+      the sglang_server role runs the same argv under systemd.
+    type: str
+    choices: [process]
+    default: process
+  log_path:
+    description: Log file (appended). Defaults to C(<state_dir>/<name>.log).
+    type: path
+  state_dir:
+    description: Directory for the state (hash, pid, launch id) and default log files.
+    type: path
+    default: /var/lib/gpuserve-sglang
+  ready_timeout:
+    description: Seconds to wait for the server to become ready.
+    type: float
+    default: 1800
+  health:
+    description: Readiness probe path. C(/health_generate) runs a real 1-token generation; C(/model_info) is cheaper.
+    type: str
+    default: /health_generate
+  revision:
+    description: Model revision (commit sha); part of the configuration hash so a new snapshot restarts the server.
+    type: str
+  plan_max_total_num_tokens:
+    description: Token capacity predicted by M(gpuserve.sglang.sglang_memory_plan), compared with C(/server_info).
+    type: int
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+seealso:
+  - module: gpuserve.sglang.sglang_log_facts
+  - module: gpuserve.sglang.sglang_memory_plan
+"""
+
+EXAMPLES = r"""
+- name: SGLang serves Qwen3.6-27B on both GPUs
+  gpuserve.sglang.sglang_server:
+    name: qwen
+    python: /opt/sglang/venv/bin/python
+    model_path: /srv/models/Qwen3.6-27B
+    args:
+      tp_size: 2
+      mem_fraction_static: 0.88
+      context_length: 131072
+    ready_timeout: 1800
+  register: sglang
+
+- name: Stop it
+  gpuserve.sglang.sglang_server:
+    name: qwen
+    state: stopped
+"""
+
+RETURN = r"""
+status:
+  description: C(ready), C(failed), C(timeout) or C(stopped).
+  returned: always
+  type: str
+  sample: ready
+pid:
+  description: Process id of the server (of this launch, or the running one when unchanged).
+  returned: when a process ran
+  type: int
+launch_id:
+  description: Id of the marker written to the log before this launch.
+  returned: when launched
+  type: str
+phase:
+  description: Last start-up phase reached (see M(gpuserve.sglang.sglang_log_facts)).
+  returned: when launched
+  type: str
+failure:
+  description: The decisive failure (kind, message, rank, phase, traceback, hint, exit_code) or null.
+  returned: always
+  type: dict
+facts:
+  description: Numbers this launch logged (see M(gpuserve.sglang.sglang_log_facts)).
+  returned: when launched
+  type: dict
+stale:
+  description: True when the launch wrote nothing after its marker.
+  returned: always
+  type: bool
+elapsed_s:
+  description: Seconds from launch to the outcome.
+  returned: when launched
+  type: float
+detected_after_exit_s:
+  description: Seconds between the process exit and this module noticing it.
+  returned: when the process exited
+  type: float
+server_info:
+  description: From C(/server_info) when ready, C(max_total_num_tokens), C(memory_usage) and the resolved args.
+  returned: when ready
+  type: dict
+plan_vs_actual:
+  description: Predicted and real KV token capacity when O(plan_max_total_num_tokens) was given.
+  returned: when ready and a plan was given
+  type: dict
+log_tail:
+  description: Last lines of this launch's output (bounded).
+  returned: when launched
+  type: list
+  elements: str
+argv:
+  description: The argv that was (or would be) launched.
+  returned: always
+  type: list
+  elements: str
+config_hash:
+  description: Hash of argv, environment and revision.
+  returned: always
+  type: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import SECRET_ARGS, ArgvError, server_argv
+from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import (
+    config_hash, http_get, launch, pid_alive, port_owner, read_state, server_info, stop, watch, write_state,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            state=dict(type="str", default="started", choices=["started", "stopped", "restarted"]),
+            python=dict(type="path"),
+            model_path=dict(type="str"),
+            args=dict(type="dict", default={}),
+            env=dict(type="dict", default={}, no_log=True),
+            api_key=dict(type="str", no_log=True),
+            host=dict(type="str", default="127.0.0.1"),
+            port=dict(type="int", default=30000),
+            manager=dict(type="str", default="process", choices=["process"]),
+            log_path=dict(type="path"),
+            state_dir=dict(type="path", default="/var/lib/gpuserve-sglang"),
+            ready_timeout=dict(type="float", default=1800),
+            health=dict(type="str", default="/health_generate"),
+            revision=dict(type="str"),
+            plan_max_total_num_tokens=dict(type="int"),
+        ),
+        required_if=[("state", "started", ("python", "model_path")),
+                     ("state", "restarted", ("python", "model_path"))],
+        supports_check_mode=True,
+    )
+    p = module.params
+    name = p["name"]
+    if not name.replace("-", "").replace("_", "").isalnum():
+        module.fail_json(msg="name=%r: use letters, digits, '-' and '_' only (it names files)" % name)
+    state_dir = p["state_dir"]
+    state_path = os.path.join(state_dir, name + ".state.json")
+    log_path = p["log_path"] or os.path.join(state_dir, name + ".log")
+    base_url = "http://%s:%d" % ("127.0.0.1" if p["host"] in ("0.0.0.0", "::") else p["host"], p["port"])
+    prev = read_state(state_path) or {}
+    running = pid_alive(prev.get("pid"))
+    result = dict(changed=False, failure=None, stale=False, argv=[], config_hash="")
+
+    if p["state"] == "stopped":
+        if running:
+            result["changed"] = True
+            if not module.check_mode:
+                stop(prev["pid"])
+        result["status"] = "stopped"
+        module.exit_json(**result)
+
+    args = dict(p["args"])
+    for key in SECRET_ARGS:
+        if args.get(key):
+            module.no_log_values.add(str(args[key]))   # refused below; never echo it back
+    args.setdefault("host", p["host"])
+    args.setdefault("port", p["port"])
+    try:
+        argv = server_argv(p["python"], p["model_path"], args)
+    except ArgvError as exc:
+        module.fail_json(msg=str(exc), **result)
+    env = dict((str(k), str(v)) for k, v in p["env"].items())
+    if p["api_key"]:
+        env["SGLANG_API_KEY"] = p["api_key"]
+    chash = config_hash(argv, env, p["revision"])
+    result.update(argv=argv, config_hash=chash)
+
+    if p["state"] == "started" and running and prev.get("config_hash") == chash:
+        code, _body = http_get(base_url + p["health"], timeout=20.0, api_key=p["api_key"])
+        if code == 200:
+            result.update(status="ready", pid=prev["pid"], launch_id=prev.get("launch_id"))
+            if not module.check_mode:
+                result["server_info"] = server_info(base_url, p["api_key"])
+            module.exit_json(**result)
+
+    result["changed"] = True
+    if module.check_mode:
+        result["status"] = "would_restart" if running else "would_start"
+        module.exit_json(**result)
+
+    if running:
+        stop(prev["pid"])
+    owner = port_owner(p["host"], p["port"])
+    if owner is not None:
+        who = "pid %s (%s)" % (owner["pid"], " ".join(owner["cmdline"])[:200]) if owner["pid"] else "another process"
+        result.update(changed=False, status="failed", failure={
+            "kind": "port_in_use", "rank": None, "phase": "args", "traceback": "",
+            "message": "port %d on %s is already in use by %s" % (p["port"], p["host"], who),
+            "hint": "Stop %s or set another port; nothing was launched." % who})
+        module.fail_json(msg=result["failure"]["message"], **result)
+
+    if not os.path.isdir(state_dir):
+        os.makedirs(state_dir, 0o750)
+    proc, launch_id, offset, err = launch(argv, env, log_path)
+    if err:
+        result.update(status="failed", launch_id=launch_id, stale=True, failure={
+            "kind": "other", "rank": None, "phase": "args", "traceback": "", "message": err,
+            "hint": "The interpreter could not be executed: check python= (the SGLang venv) exists."})
+        module.fail_json(msg=err, **result)
+    write_state(state_path, {"pid": proc.pid, "config_hash": chash, "launch_id": launch_id, "log_path": log_path,
+                             "log_offset": offset, "argv": argv})
+    out = watch(proc, log_path, offset, base_url, health=p["health"], timeout=p["ready_timeout"],
+                api_key=p["api_key"])
+    result.update(out)
+    result["launch_id"] = launch_id
+    if out["status"] == "ready":
+        info = server_info(base_url, p["api_key"])
+        result["server_info"] = info
+        if p["plan_max_total_num_tokens"] is not None and info:
+            actual = info.get("max_total_num_tokens")
+            result["plan_vs_actual"] = {"predicted_max_total_num_tokens": p["plan_max_total_num_tokens"],
+                                        "actual_max_total_num_tokens": actual,
+                                        "ratio": round(float(actual) / p["plan_max_total_num_tokens"], 4)
+                                        if actual and p["plan_max_total_num_tokens"] > 0 else None}
+        module.exit_json(**result)
+    if out["status"] == "timeout":
+        stop(proc.pid)
+        write_state(state_path, {"pid": None, "config_hash": "", "launch_id": launch_id, "log_path": log_path,
+                                 "log_offset": offset, "argv": argv})
+        module.fail_json(msg="SGLang did not become ready within %ss (last phase: %s); stopped it"
+                         % (p["ready_timeout"], out["phase"]), **result)
+    write_state(state_path, {"pid": None, "config_hash": "", "launch_id": launch_id, "log_path": log_path,
+                             "log_offset": offset, "argv": argv})
+    f = out["failure"] or {}
+    msg = "SGLang failed to start: %s in phase %s: %s\nHint: %s" % (
+        f.get("kind"), f.get("phase"), f.get("message"), f.get("hint"))
+    if out["stale"]:
+        msg = "no output from this launch (launch %s): %s" % (launch_id, msg)
+    module.fail_json(msg=msg, **result)
+
+
+if __name__ == "__main__":
+    main()

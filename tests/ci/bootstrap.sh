@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Install everything `make test` needs on a fresh Debian 12 machine (root): system packages, the
+# pinned Python toolchain in .venv, the collections we depend on (from the pinned `ansible` wheel on
+# PyPI, Galaxy being unreachable), and ansible-test's pip bootstrap substitute. Idempotent.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+ANSIBLE_BUNDLE_VERSION=12.3.0   # bundles community.proxmox 1.4.0, community.general 11.4.2, ansible.posix 2.1.0
+
+need_apt=()
+command -v git >/dev/null || need_apt+=(git)
+command -v make >/dev/null || need_apt+=(make)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+  else
+    echo "bootstrap: please install: ${need_apt[*]}" >&2; exit 1
+  fi
+fi
+
+stamp=".venv/.requirements.sha256"
+want="$(sha256sum requirements-dev.txt | cut -d' ' -f1)"
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
+  echo "$want" > "$stamp"
+fi
+
+coll="build/collections/ansible_collections"
+if [ ! -d "$coll/community/proxmox" ] || [ ! -f "build/.bundle-$ANSIBLE_BUNDLE_VERSION" ]; then
+  mkdir -p build/wheels
+  .venv/bin/pip download -q --disable-pip-version-check --no-deps -d build/wheels "ansible==$ANSIBLE_BUNDLE_VERSION"
+  .venv/bin/python - "$ANSIBLE_BUNDLE_VERSION" <<'PY'
+import sys, zipfile, glob, os
+whl = glob.glob("build/wheels/ansible-%s-*.whl" % sys.argv[1])[0]
+wanted = ("ansible_collections/community/proxmox/", "ansible_collections/community/general/",
+          "ansible_collections/ansible/posix/", "ansible_collections/containers/podman/")
+with zipfile.ZipFile(whl) as z:
+    for n in z.namelist():
+        if n.startswith(wanted):
+            z.extract(n, "build/collections")
+PY
+  touch "build/.bundle-$ANSIBLE_BUNDLE_VERSION"
+fi
+
+# ansible-test fetches a pip bootstrap script from a host CI cannot reach: provide a substitute.
+mkdir -p "$HOME/.ansible/test/cache"
+for v in 24_2 24_3 25_0 25_1; do
+  cp tests/ci/get_pip_substitute.py "$HOME/.ansible/test/cache/get_pip_$v.py"
+done
+echo "bootstrap: ok"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Every check, in order, failing fast; a summary at the end. Called by `make test` (and so by .ci/run).
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+export ANSIBLE_COLLECTIONS_PATH="$root/build/collections" ANSIBLE_CONFIG="$root/ansible.cfg"
+export PATH="$root/.venv/bin:$PATH"
+summary=()
+step() {
+  local name="$1"; shift
+  local t0=$SECONDS
+  echo "=== $name: $*"
+  if "$@"; then
+    summary+=("PASS  $name ($((SECONDS - t0)) s)")
+  else
+    summary+=("FAIL  $name ($((SECONDS - t0)) s)")
+    printf '%s\n' "--- summary" "${summary[@]}"
+    exit 1
+  fi
+}
+coll="$(tests/ci/collection-tree.sh)"
+step "ansible-lint (production profile)" ansible-lint --offline
+step "ansible-test sanity" bash -c "cd '$coll' && ansible-test sanity --python 3.11 --requirements"
+step "pytest unit + integration" pytest -q -p no:cacheprovider tests/unit tests/integration
+step "plan.yml (the main job)" ansible-playbook playbooks/plan.yml
+printf '%s\n' "--- summary" "${summary[@]}"
+echo "not exercised here: NVIDIA GPUs, the driver, CUDA, Proxmox itself, SGLang on CUDA (see README)"

@@ -1,0 +1,178 @@
+"""A stand-in for `python -m sglang.launch_server` (SGLang 0.5.9), for tests on machines without a GPU.
+
+From the outside it behaves like the real server:
+- parses SGLang's flags (argparse, so prefixes like --tp work and bad values exit 2 with argparse's text);
+- replays a recorded SGLang 0.5.9 start-up log (tests/fixtures/sglang_logs/<scenario>.log) on stderr,
+  line by line, with the log's own timing scaled by SGLANG_STANDIN_SPEED;
+- for a "ready" scenario, binds --host/--port *for real* before the uvicorn lines (a taken port gives
+  uvicorn's "[Errno 98] ... address already in use" and exit 3), then serves /health,
+  /health_generate, /model_info, /server_info, /v1/models (503 until the warm-up is done);
+- for a failure scenario, ends the way SGLang does: SIGKILL of itself after the sigquit line
+  (return code -9), or exit 1 for main-process tracebacks, or exit 2 for argparse errors;
+- scenario "hang" prints the start and then waits forever (for timeouts).
+Scenario: the file <model-path>/standin_scenario, else SGLANG_STANDIN_SCENARIO (default ready_tp1_dense). Nothing here touches a GPU.
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.environ.get("SGLANG_STANDIN_FIXTURES") or os.path.join(
+    HERE, "..", "..", "..", "fixtures", "sglang_logs")
+TS = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?)")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="launch_server.py")
+    p.add_argument("--model-path", "--model", required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--tp-size", "--tensor-parallel-size", type=int, default=1)
+    p.add_argument("--mem-fraction-static", type=float)
+    p.add_argument("--context-length", type=int)
+    p.add_argument("--max-running-requests", type=int)
+    p.add_argument("--speculative-algorithm", choices=["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"])
+    p.add_argument("--speculative-num-steps", type=int)
+    p.add_argument("--speculative-eagle-topk", type=int)
+    p.add_argument("--speculative-num-draft-tokens", type=int)
+    p.add_argument("--mamba-ssm-dtype", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--kv-cache-dtype", default="auto")
+    p.add_argument("--served-model-name")
+    p.add_argument("--api-key")
+    p.add_argument("--log-level", default="info")
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--enable-torch-compile", action="store_true")
+    p.add_argument("--disable-cuda-graph", action="store_true")
+    p.add_argument("--cuda-graph-max-bs", type=int)
+    p.add_argument("--chunked-prefill-size", type=int)
+    p.add_argument("--attention-backend")
+    p.add_argument("--skip-server-warmup", action="store_true")
+    return p.parse_args(argv)
+
+
+class State(object):
+    status = "Starting"
+    args = None
+    facts = {}
+
+
+def make_handler(state):
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, fmt, *a):  # uvicorn-style access line on stdout
+            now = time.strftime("%Y-%m-%d %H:%M:%S")
+            sys.stdout.write('[%s] INFO:     %s - "%s" %s\n' % (now, self.client_address[0], self.requestline, a[1]))
+            sys.stdout.flush()
+
+        def _send(self, code, body=None):
+            data = b"" if body is None else json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):  # noqa: N802
+            a = state.args
+            path = self.path.split("?")[0]
+            if a.api_key and path.startswith("/v1/") and self.headers.get("Authorization") != "Bearer " + a.api_key:
+                return self._send(401, {"error": "Unauthorized"})
+            if path in ("/health", "/health_generate"):
+                return self._send(200 if state.status == "Up" else 503)
+            if path in ("/model_info", "/get_model_info"):
+                return self._send(200, {"model_path": a.model_path, "tokenizer_path": a.model_path,
+                                        "is_generation": True, "weight_version": "default"})
+            if path in ("/server_info", "/get_server_info"):
+                f = state.facts
+                return self._send(200, {
+                    "model_path": a.model_path, "tp_size": a.tp_size, "port": a.port,
+                    "mem_fraction_static": f.get("mem_fraction_static", a.mem_fraction_static),
+                    "context_length": f.get("context_len"), "status": "ready",
+                    "max_total_num_tokens": f.get("max_total_num_tokens"),
+                    "max_req_input_len": (f.get("context_len") or 1) - 1, "version": "0.5.9",
+                    "internal_states": [{"memory_usage": {
+                        "weight": f.get("weights_gb"),
+                        "kvcache": round((f.get("k_size_gb") or 0) + (f.get("v_size_gb") or 0), 2),
+                        "token_capacity": f.get("max_total_num_tokens"), "graph": f.get("cuda_graph_mem_gb")}}]})
+            if path == "/v1/models":
+                name = a.served_model_name or a.model_path
+                return self._send(200, {"object": "list", "data": [{"id": name, "object": "model",
+                                                                    "owned_by": "sglang", "root": name,
+                                                                    "max_model_len": state.facts.get("context_len")}]})
+            return self._send(404, {"detail": "Not Found"})
+    return H
+
+
+def main():
+    args = parse_args(sys.argv[1:])
+    state = State()
+    state.args = args
+    scenario = os.environ.get("SGLANG_STANDIN_SCENARIO", "ready_tp1_dense")
+    pick = os.path.join(args.model_path, "standin_scenario")
+    if os.path.isfile(pick):
+        with open(pick) as fh:
+            scenario = fh.read().strip()
+    speed = float(os.environ.get("SGLANG_STANDIN_SPEED", "50"))
+    hang = scenario == "hang"
+    path = os.path.join(FIXTURES, ("starting_mid_load" if hang else scenario) + ".log")
+    with open(path) as fh:
+        lines = fh.read().splitlines()
+    if lines and lines[0].startswith("# shape:"):
+        lines = lines[1:]
+    # facts for /server_info, read the way the collection reads them (the stand-in has no other truth)
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "..", "plugins", "module_utils"))
+    import sglang_log  # noqa: E402  (plain stdlib file)
+    state.facts = sglang_log.parse_log("\n".join(lines))["facts"]
+    main_process_failure = bool(lines) and not lines[0].startswith("[")
+    prev = None
+    server = None
+    for line in lines:
+        m = TS.match(line)
+        if m and prev is not None:
+            t = time.mktime(time.strptime(m.group(1)[:19], "%Y-%m-%d %H:%M:%S"))
+            delay = max(0.0, t - prev) / speed
+            time.sleep(min(delay, 2.0))
+        if m:
+            prev = time.mktime(time.strptime(m.group(1)[:19], "%Y-%m-%d %H:%M:%S"))
+        if "Started server process" in line and server is None:
+            try:
+                server = ThreadingHTTPServer((args.host, args.port), make_handler(state))
+            except OSError:
+                sys.stderr.write("[%s] ERROR:    [Errno 98] error while attempting to bind on address "
+                                 "('%s', %d): address already in use\n"
+                                 % (time.strftime("%Y-%m-%d %H:%M:%S"), args.host, args.port))
+                sys.stderr.flush()
+                sys.exit(3)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            line = line.replace("[4242]", "[%d]" % os.getpid())
+        line = line.replace("127.0.0.1:30000", "%s:%d" % (args.host, args.port))
+        if "The server is fired up" in line:
+            state.status = "Up"
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+        if "Received sigquit" in line:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if "scheduler is dead" in line:
+            pass
+    if hang:
+        while True:
+            time.sleep(3600)
+    if state.status == "Up":
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        while True:
+            time.sleep(3600)
+    if "bad_argument" in scenario:
+        sys.exit(2)
+    if main_process_failure or "Initialization failed" in "\n".join(lines[-6:]):
+        sys.exit(1)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    main()
