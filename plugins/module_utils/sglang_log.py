@@ -680,9 +680,11 @@ def hint_for(failure, facts, parser=None):
                 "quantized checkpoint, or free the GPU (check nvidia-smi for other processes).")
     if kind == "cuda_graph_oom":
         bs = parser.cuda_graph_max_bs if parser else None
+        now_mfs = " (now %s)" % _fmt(mfs) if mfs is not None else ""
+        now_bs = " (now %s)" % bs if bs else ""
         return ("CUDA-graph capture ran out of memory in the (1 - mem_fraction_static) headroom. Lower "
                 "--mem-fraction-static%s or --cuda-graph-max-bs%s; --disable-cuda-graph is the last resort."
-                % (" (now %s)" % _fmt(mfs) if mfs is not None else "", " (now %d)" % bs if bs else ""))
+                % (now_mfs, now_bs))
     if kind == "cuda_oom":
         tm = _RE_TRIED.search(msg)
         fm = _RE_FREE.search(msg)

@@ -25,11 +25,11 @@ import subprocess
 import time
 import uuid
 
-try:  # Python 3
-    from urllib.request import Request, urlopen
-    from urllib.error import HTTPError, URLError
-except ImportError:  # pragma: no cover
-    from urllib2 import Request, urlopen, HTTPError, URLError  # type: ignore
+try:
+    from http.client import HTTPConnection, HTTPException
+except ImportError:  # pragma: no cover  (Python 2 targets are not supported)
+    HTTPConnection = None
+    HTTPException = Exception
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import LogParser  # noqa: E402 pylint: disable=unused-import
 
@@ -126,20 +126,21 @@ def port_owner(host, port):
 
 
 def http_get(url, timeout=2.0, api_key=None):
-    """(status, body bytes) or (None, error text)."""
-    req = Request(url)
-    if api_key:
-        req.add_header("Authorization", "Bearer %s" % api_key)
+    """GET http://host:port/path; (status, body bytes) or (None, error text). Loopback HTTP only."""
+    if not url.startswith("http://"):
+        return None, "only http:// URLs are probed: %s" % url
+    hostport, _sep, path = url[len("http://"):].partition("/")
+    host, _sep, port = hostport.rpartition(":")
+    headers = {"Authorization": "Bearer %s" % api_key} if api_key else {}
+    conn = HTTPConnection(host, int(port), timeout=timeout)
     try:
-        resp = urlopen(req, timeout=timeout)
-        try:
-            return resp.getcode(), resp.read(1 << 20)
-        finally:
-            resp.close()
-    except HTTPError as exc:
-        return exc.code, b""
-    except (URLError, socket.error, socket.timeout, OSError) as exc:
+        conn.request("GET", "/" + path, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.read(1 << 20)
+    except (HTTPException, socket.error, socket.timeout, OSError, ValueError) as exc:
         return None, str(exc)
+    finally:
+        conn.close()
 
 
 def launch(argv, env, log_path, cwd=None):

@@ -23,7 +23,7 @@ description:
     marker the result says C(stale=true) instead of re-reporting an older launch's error.
   - Read-only.
 author:
-  - gpuserve.sglang contributors
+  - gpuserve.sglang contributors (@gpuserve)
 options:
   path:
     description:

@@ -23,7 +23,7 @@ description:
   - With O(measured) it replays a real launch from the numbers SGLang logged instead of estimating.
   - Read-only.
 author:
-  - gpuserve.sglang contributors
+  - gpuserve.sglang contributors (@gpuserve)
 options:
   model_path:
     description:

@@ -24,7 +24,7 @@ description:
   - Idempotent, the hash of argv, environment and model revision is recorded; the same configuration running
     and healthy is left alone, a different one is restarted.
 author:
-  - gpuserve.sglang contributors
+  - gpuserve.sglang contributors (@gpuserve)
 options:
   name:
     description: Name of the served model; names the state, pid and log files.
@@ -211,7 +211,7 @@ def main():
             ready_timeout=dict(type="float", default=1800),
             health=dict(type="str", default="/health_generate"),
             revision=dict(type="str"),
-            plan_max_total_num_tokens=dict(type="int"),
+            plan_max_total_num_tokens=dict(type="int", no_log=False),
         ),
         required_if=[("state", "started", ("python", "model_path")),
                      ("state", "restarted", ("python", "model_path"))],

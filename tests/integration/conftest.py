@@ -21,7 +21,7 @@ def run_module(module, args, check=False):
     cmd = [os.path.join(VENV_BIN, "ansible"), "localhost", "-m", module, "-a", json.dumps(args)]
     if check:
         cmd.append("--check")
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
     try:
         doc = json.loads(p.stdout)
     except ValueError:
@@ -50,5 +50,5 @@ def server(tmp_path):
         "env": {"PYTHONPATH": STANDIN, "SGLANG_STANDIN_SPEED": "40"},
     }
     yield base
-    run_module("gpuserve.sglang.sglang_server", {"name": base["name"], "state": "stopped",
-                                                  "state_dir": base["state_dir"]})
+    stop = {"name": base["name"], "state": "stopped", "state_dir": base["state_dir"]}
+    run_module("gpuserve.sglang.sglang_server", stop)

@@ -182,8 +182,8 @@ def test_non_text_input_is_a_clear_type_error():
 def test_hostile_input_never_raises_and_never_evaluates():
     rnd = random.Random(1234)
     alphabet = "[]()'\"=:.,\\ \t\x1b\r\n0123456789TPDGBabcdefTracebackError{}%$`;"
-    for _ in range(200):
-        text = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 400)))
+    for _round in range(200):
+        text = "".join(rnd.choice(alphabet) for _pos in range(rnd.randint(0, 400)))
         r = SL.parse_log(text)
         assert r["outcome"] in ("ready", "failed", "starting")
     evil = "RuntimeError: __import__('os').system('touch /tmp/pwned') Not enough memory"
