@@ -58,7 +58,7 @@ def main():
     tmp = tempfile.mkdtemp()
     try:
         lat = []
-        for _ in range(20):
+        for _launch in range(20):
             d, port = one(tmp)
             lat.append(d)
         lat.sort()

@@ -32,7 +32,7 @@ def main():
     n = 200000
     text = make_log(n)
     best = None
-    for _ in range(3):
+    for _round in range(3):
         t0 = time.perf_counter()
         r = sglang_log.parse_log(text)
         dt = time.perf_counter() - t0
