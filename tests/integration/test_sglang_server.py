@@ -3,7 +3,7 @@ import os
 import socket
 import time
 
-from conftest import run_module
+from ansible_helpers import run_module
 
 M = "gpuserve.sglang.sglang_server"
 

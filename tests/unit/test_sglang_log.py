@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from conftest import FIXTURES, fixture_text, load_module_util
+from unit_helpers import FIXTURES, fixture_text, load_module_util
 
 SL = load_module_util("sglang_log")
 

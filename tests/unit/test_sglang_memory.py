@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from conftest import FIXTURES, fixture_text, load_module_util
+from unit_helpers import FIXTURES, fixture_text, load_module_util
 
 SM = load_module_util("sglang_memory")
 SL = load_module_util("sglang_log")
