@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover  (Python 2 targets are not supported)
     HTTPConnection = None
     HTTPException = Exception
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import LogParser  # noqa: E402 pylint: disable=unused-import
+from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import LogParser
 
 LOG_TAIL_LINES = 40
 

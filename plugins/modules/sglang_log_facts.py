@@ -47,14 +47,7 @@ options:
     type: bool
     default: false
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - gpuserve.sglang.attributes
 notes:
   - The parser is plain Python in C(plugins/module_utils/sglang_log.py); the C(gpuserve.sglang.sglang_log)
     filter gives the same result inside templates and asserts.

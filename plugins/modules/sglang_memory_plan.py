@@ -75,14 +75,7 @@ options:
     choices: [kv_pool_oom, headroom_oom, context_truncated]
     default: [kv_pool_oom]
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - gpuserve.sglang.attributes
 notes:
   - The planner is plain Python in C(plugins/module_utils/sglang_memory.py) and can be used without Ansible.
   - Activations, CUDA graphs and draft memory in the headroom are estimates; the memory-pool check itself uses

@@ -90,14 +90,7 @@ options:
     description: Token capacity predicted by M(gpuserve.sglang.sglang_memory_plan), compared with C(/server_info).
     type: int
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - gpuserve.sglang.attributes
 seealso:
   - module: gpuserve.sglang.sglang_log_facts
   - module: gpuserve.sglang.sglang_memory_plan

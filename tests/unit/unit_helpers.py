@@ -3,8 +3,6 @@ import importlib.util
 import os
 import sys
 
-import pytest
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 
@@ -30,7 +28,3 @@ def fixture_text(*parts):
         text = text.split("\n", 1)[1]
     return text
 
-
-@pytest.fixture
-def sglang_log():
-    return load_module_util("sglang_log")
