@@ -27,4 +27,3 @@ def fixture_text(*parts):
     if text.startswith("# shape:"):
         text = text.split("\n", 1)[1]
     return text
-
