@@ -48,7 +48,16 @@ options:
     type: dict
     default: {}
   env:
-    description: Extra environment of the server process. Values are not logged and not returned.
+    description:
+      - Extra environment of the server process, for secrets such as C(HF_TOKEN). Values are not logged
+        and not returned.
+      - Ansible masks every occurrence of each value in the whole result, so a short value such as C(1)
+        would garble pids and numbers in the output; put non-secret variables in O(public_env).
+    type: dict
+    default: {}
+  public_env:
+    description: Extra environment that is not secret (C(CUDA_VISIBLE_DEVICES), C(NCCL_*), C(PYTHONPATH));
+      shown in output. O(env) wins on a name given in both.
     type: dict
     default: {}
   api_key:
@@ -195,6 +204,7 @@ def main():
             model_path=dict(type="str"),
             args=dict(type="dict", default={}),
             env=dict(type="dict", default={}, no_log=True),
+            public_env=dict(type="dict", default={}),
             api_key=dict(type="str", no_log=True),
             host=dict(type="str", default="127.0.0.1"),
             port=dict(type="int", default=30000),
@@ -240,7 +250,8 @@ def main():
         argv = server_argv(p["python"], p["model_path"], args)
     except ArgvError as exc:
         module.fail_json(msg=str(exc), **result)
-    env = dict((str(k), str(v)) for k, v in p["env"].items())
+    env = dict((str(k), str(v)) for k, v in p["public_env"].items())
+    env.update((str(k), str(v)) for k, v in p["env"].items())
     if p["api_key"]:
         env["SGLANG_API_KEY"] = p["api_key"]
     chash = config_hash(argv, env, p["revision"])

@@ -47,7 +47,7 @@ def server(tmp_path):
     base = {
         "name": "t%d" % port, "python": sys.executable, "model_path": "/srv/models/Llama-3.1-8B-Instruct",
         "port": port, "state_dir": str(tmp_path / "state"), "ready_timeout": 60, "health": "/health_generate",
-        "env": {"PYTHONPATH": STANDIN, "SGLANG_STANDIN_SPEED": "40"},
+        "public_env": {"PYTHONPATH": STANDIN, "SGLANG_STANDIN_SPEED": "40"},
     }
     yield base
     stop = {"name": base["name"], "state": "stopped", "state_dir": base["state_dir"]}

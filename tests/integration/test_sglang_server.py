@@ -110,10 +110,13 @@ def test_hang_times_out_with_the_phase_reached_and_is_stopped(server):
 def test_secrets_never_reach_argv_or_output(server):
     secret = "sk-very-secret-123"
     r = run_module(M, scen(server, "ready_tp1_dense", api_key=secret,
-                           env=dict(server["env"], HF_TOKEN=secret)))
+                           env={"HF_TOKEN": secret}))
     assert r["status"] == "ready"
     with open("/proc/%d/cmdline" % r["pid"], "rb") as fh:
         assert secret.encode() not in fh.read()
+    with open("/proc/%d/environ" % r["pid"], "rb") as fh:
+        environ = fh.read().split(b"\0")
+    assert b"HF_TOKEN=" + secret.encode() in environ and b"SGLANG_API_KEY=" + secret.encode() in environ
     assert secret not in r["_stdout"] and secret not in r["_stderr"]
     st = os.stat(os.path.join(server["state_dir"], server["name"] + ".state.json"))
     assert st.st_mode & 0o777 == 0o600
