@@ -11,11 +11,19 @@ need_apt=()
 command -v git >/dev/null || need_apt+=(git)
 command -v make >/dev/null || need_apt+=(make)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+# the lab: rootful podman with runc (crun fails on this cgroup hybrid), images built by mmdebstrap
+for c in podman runc mmdebstrap ssh-keygen newuidmap fuse-overlayfs slirp4netns; do
+  command -v "$c" >/dev/null || need_apt+=("$c")
+done
 if [ ${#need_apt[@]} -gt 0 ]; then
+  pkgs=()
+  for c in "${need_apt[@]}"; do
+    case "$c" in ssh-keygen) pkgs+=(openssh-client) ;; newuidmap) pkgs+=(uidmap) ;; *) pkgs+=("$c") ;; esac
+  done
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
   else
-    echo "bootstrap: please install: ${need_apt[*]}" >&2; exit 1
+    echo "bootstrap: please install: ${pkgs[*]}" >&2; exit 1
   fi
 fi
 

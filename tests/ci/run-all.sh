@@ -23,5 +23,8 @@ step "ansible-lint (production profile)" ansible-lint --offline
 step "ansible-test sanity" bash -c "cd '$coll' && ansible-test sanity --python 3.11 --requirements"
 step "pytest unit + integration" pytest -q -p no:cacheprovider tests/unit tests/integration
 step "plan.yml (the main job)" ansible-playbook playbooks/plan.yml
+step "lab: remove labelled leftovers, build images (cached by recipe hash)" \
+  bash -c "python3 tests/lab/lab.py clean && python3 tests/lab/lab.py images"
+step "molecule scenarios (lab smoke + roles)" tests/ci/molecule-all.sh
 printf '%s\n' "--- summary" "${summary[@]}"
 echo "not exercised here: NVIDIA GPUs, the driver, CUDA, Proxmox itself, SGLang on CUDA (see README)"

@@ -1,0 +1,173 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Proxmox VE container config files (/etc/pve/lxc/<vmid>.conf). Standard library only.
+
+File format (pve-docs pct.adoc "File Format", PVE::LXC::Config::parse_pct_config):
+- ``key: value`` option lines; raw LXC keys as ``lxc.some.key: value`` (``=`` is accepted too);
+- ``#`` lines are the *description* (Proxmox moves them to the top when it rewrites the file, so a
+  comment can never mark a block: managed lines are recognised by what they say, not by markers);
+- ``[name]`` starts a snapshot section (``[pve:pending]`` holds pending changes); everything before
+  the first section is the current config, the only place raw ``lxc.*`` keys take effect.
+
+Edits keep every line the operator wrote, byte for byte, and only touch the main section.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+_SECTION = re.compile(r"^\[([^\]]+)\]\s*$")
+_OPTION = re.compile(r"^([a-z][a-z0-9_.\-]*)\s*[:=]\s*(.*?)\s*$")
+_INDEXED = re.compile(r"^(dev|net|mp|unused)(\d+)$")
+
+
+class PveConfError(ValueError):
+    """A config line or a device spec that Proxmox would refuse; the message names it."""
+
+
+def split_sections(text):
+    """Return (main_lines, [(section_name, [lines incl. header]), ...]); lines keep their newline."""
+    lines = text.splitlines(True)
+    main, sections, cur = [], [], None
+    for line in lines:
+        m = _SECTION.match(line.rstrip("\r\n"))
+        if m:
+            cur = (m.group(1), [line])
+            sections.append(cur)
+        elif cur is None:
+            main.append(line)
+        else:
+            cur[1].append(line)
+    return main, sections
+
+
+def parse(text):
+    """Main-section options as a dict; raw keys go to ``lxc`` as [(key, value), ...] in file order.
+
+    Also returns ``description`` (the ``#`` lines, joined) and ``snapshots`` (section names).
+    """
+    main, sections = split_sections(text)
+    opts, raw, descr = {}, [], []
+    for lineno, line in enumerate(main, 1):
+        s = line.rstrip("\r\n")
+        if not s.strip():
+            continue
+        if s.startswith("#"):
+            descr.append(s[1:])
+            continue
+        m = _OPTION.match(s)
+        if not m:
+            raise PveConfError("line %d: %r is not 'key: value' (fix or remove it; Proxmox refuses it too)" % (lineno, s))
+        key, value = m.group(1), m.group(2)
+        if key.startswith("lxc."):
+            raw.append((key, value))
+        else:
+            opts[key] = value
+    opts["lxc"] = raw
+    opts["description"] = "\n".join(descr)
+    opts["snapshots"] = [name for name, _lines in sections]
+    return opts
+
+
+def parse_property_string(value, default_key=None):
+    """``/dev/nvidia0,gid=44,mode=0666`` -> {"path": "/dev/nvidia0", "gid": "44", "mode": "0666"}."""
+    out = {}
+    for part in [p for p in value.split(",") if p != ""]:
+        if "=" in part:
+            k, v = part.split("=", 1)
+            out[k.strip()] = v.strip()
+        elif default_key and default_key not in out:
+            out[default_key] = part.strip()
+        else:
+            raise PveConfError("%r: %r has no key (write key=value)" % (value, part))
+    return out
+
+
+def devices(opts):
+    """The ``devN`` entries of parsed options, sorted by N: [(N, {"path", "gid", "uid", "mode", "deny-write"})]."""
+    out = []
+    for key, value in opts.items():
+        m = _INDEXED.match(key)
+        if m and m.group(1) == "dev":
+            spec = parse_property_string(value, default_key="path")
+            if "path" not in spec:
+                raise PveConfError("%s: %r has no path (write %s: /dev/<node>[,gid=..,mode=0NNN])" % (key, value, key))
+            if "mode" in spec and not re.match(r"^0?[0-7]{3}$", spec["mode"]):
+                raise PveConfError("%s: mode=%s is not an octal mode like 0666" % (key, spec["mode"]))
+            out.append((int(m.group(2)), spec))
+    return sorted(out)
+
+
+def _raw_line(key, value):
+    return "%s: %s\n" % (key, value)
+
+
+def set_options(text, changes, deletes=()):
+    """Set/replace main-section options (non-raw) and delete others, keeping every other line.
+
+    New options are appended after the last non-raw option of the main section, as Proxmox writes them.
+    """
+    main, sections = split_sections(text)
+    changes = dict(changes)
+    deletes = set(deletes)
+    out = []
+    for line in main:
+        m = _OPTION.match(line.rstrip("\r\n"))
+        if m and not m.group(1).startswith("lxc."):
+            key = m.group(1)
+            if key in deletes:
+                continue
+            if key in changes:
+                out.append(_raw_line(key, changes.pop(key)))
+                continue
+        out.append(line)
+    if changes:
+        idx = len(out)
+        for i, line in enumerate(out):
+            m = _OPTION.match(line.rstrip("\r\n"))
+            if m and m.group(1).startswith("lxc."):
+                idx = i
+                break
+        else:
+            while idx > 0 and not out[idx - 1].strip():
+                idx -= 1
+        if idx > 0 and not out[idx - 1].endswith("\n"):
+            out[idx - 1] += "\n"
+        out[idx:idx] = [_raw_line(k, v) for k, v in sorted(changes.items())]
+    return "".join(out) + "".join("".join(lines) for _name, lines in sections)
+
+
+def set_raw_lines(text, wanted, owns):
+    """Make the raw ``lxc.*`` lines that ``owns(key, value)`` claims exactly ``wanted``.
+
+    ``wanted``: [(key, value), ...] in order. Lines we do not own are kept where they are; ours are
+    removed and ``wanted`` appended at the end of the main section, before any ``[snapshot]``.
+    Returns the new text (identical to ``text`` when nothing needs to change).
+    """
+    main, sections = split_sections(text)
+    current = []
+    for line in main:
+        m = _OPTION.match(line.rstrip("\r\n"))
+        if m and m.group(1).startswith("lxc.") and owns(m.group(1), m.group(2)):
+            current.append((m.group(1), m.group(2)))
+    if current == [tuple(w) for w in wanted]:
+        return text
+    kept = []
+    for line in main:
+        m = _OPTION.match(line.rstrip("\r\n"))
+        if m and m.group(1).startswith("lxc.") and owns(m.group(1), m.group(2)):
+            continue
+        kept.append(line)
+    trailing = []
+    while kept and not kept[-1].strip():
+        trailing.insert(0, kept.pop())
+    if kept and not kept[-1].endswith("\n"):
+        kept[-1] += "\n"
+    kept.extend(_raw_line(k, v) for k, v in wanted)
+    if sections and not trailing:
+        trailing = ["\n"]
+    return "".join(kept) + "".join(trailing) + "".join("".join(lines) for _name, lines in sections)

@@ -1,0 +1,249 @@
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The gpuserve lab: real containers on rootful podman (runc), no registry needed.
+
+Run with python3 (standard library only):
+    lab.py clean     remove every labelled lab container (leftovers of a killed run)
+    lab.py images    build the images if their recipe changed (cached by recipe hash)
+    lab.py up        images + the Proxmox-like host with CT 100 running; writes build/lab/inventory.yml
+    lab.py down      remove the lab host
+    lab.py env       print the CONTAINERS_CONF line to export for podman/molecule
+
+Images: debian12-systemd (mmdebstrap from the machine's own Debian mirror, then podman import) and
+pvehost (that + lxc + sshd + the pct stand-in). See tests/lab/README.md.
+"""
+
+import hashlib
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.path.join(ROOT, "build", "lab")
+LABEL = "io.gpuserve.lab=1"
+HOST_NAME = "gpuserve-lab-pvehost"
+HOST_IP = os.environ.get("GPUSERVE_LAB_HOST_IP", "10.88.0.200")
+SUITE = "bookworm"
+PACKAGES = ["systemd", "systemd-sysv", "dbus", "python3", "python3-apt", "iproute2", "procps",
+            "openssh-server", "sudo", "ca-certificates", "less"]
+CONTAINERS_CONF = """[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+[engine]
+runtime = "runc"
+"""
+
+
+def log(msg):
+    sys.stderr.write("lab: %s\n" % msg)
+    sys.stderr.flush()
+
+
+def setup_env():
+    os.makedirs(BUILD, exist_ok=True)
+    conf = os.path.join(BUILD, "containers.conf")
+    with open(conf, "w") as fh:
+        fh.write(CONTAINERS_CONF)
+    os.environ["CONTAINERS_CONF"] = conf
+    return conf
+
+
+def run(argv, **kw):
+    check = kw.pop("check", True)
+    return subprocess.run(argv, check=check, **kw)
+
+
+def podman(*args, **kw):
+    return run(["podman"] + list(args), **kw)
+
+
+def debian_mirror():
+    """The Debian mirror this machine's apt uses (the lab never hard-codes a package host)."""
+    if os.environ.get("GPUSERVE_LAB_MIRROR"):
+        return os.environ["GPUSERVE_LAB_MIRROR"]
+    candidates = ["/etc/apt/sources.list"]
+    d = "/etc/apt/sources.list.d"
+    if os.path.isdir(d):
+        candidates += [os.path.join(d, f) for f in sorted(os.listdir(d))]
+    for path in candidates:
+        if not os.path.isfile(path):
+            continue
+        with open(path) as fh:
+            for line in fh:
+                parts = line.split()
+                if path.endswith(".sources") and parts[:1] == ["URIs:"] and len(parts) > 1:
+                    if "security" not in parts[1]:
+                        return parts[1]
+                elif parts[:1] == ["deb"]:
+                    uri = [p for p in parts[1:] if not p.startswith("[")][0]
+                    if "security" not in uri:
+                        return uri
+    sys.exit("lab: no Debian mirror found in /etc/apt/sources.list{,.d}: set GPUSERVE_LAB_MIRROR=<url>")
+
+
+def digest(*parts):
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode() if isinstance(part, str) else part)
+        h.update(b"\0")
+    return h.hexdigest()[:12]
+
+
+def image_exists(ref):
+    return podman("image", "exists", ref, check=False).returncode == 0
+
+
+def debian_image():
+    recipe = "mmdebstrap --variant=minbase --include=%s %s" % (",".join(PACKAGES), SUITE)
+    tag = "localhost/gpuserve-lab/debian12-systemd:%s" % digest(recipe)
+    tar = os.path.join(BUILD, "debian12-%s.tar" % tag.rsplit(":", 1)[1])
+    if not os.path.exists(tar):
+        log("building the Debian 12 rootfs (mmdebstrap, ~1 min)")
+        tmp = tar + ".part"
+        run(["mmdebstrap", "--quiet", "--format=tar", "--variant=minbase", "--include=" + ",".join(PACKAGES),
+             SUITE, tmp, debian_mirror()])
+        os.rename(tmp, tar)
+    if not image_exists(tag):
+        log("importing %s" % tag)
+        podman("import", "--change", 'CMD ["/sbin/init"]', tar, tag, stdout=subprocess.DEVNULL)
+    podman("tag", tag, "localhost/gpuserve-lab/debian12-systemd:latest")
+    return tag, tar
+
+
+def pvehost_image(base):
+    src = os.path.join(HERE, "pvehost")
+    conf_py = os.path.join(ROOT, "plugins", "module_utils", "pve_conf.py")
+    files = sorted(os.listdir(src))
+    parts = [base]
+    for name in files:
+        with open(os.path.join(src, name), "rb") as fh:
+            parts += [name, fh.read()]
+    with open(conf_py, "rb") as fh:
+        parts.append(fh.read())
+    tag = "localhost/gpuserve-lab/pvehost:%s" % digest(*parts)
+    if not image_exists(tag):
+        log("building %s" % tag)
+        ctx = os.path.join(BUILD, "pvehost-context")
+        shutil.rmtree(ctx, ignore_errors=True)
+        shutil.copytree(src, ctx)
+        shutil.copy(conf_py, ctx)
+        podman("build", "--quiet", "--network=host", "--build-arg", "BASE=" + base, "-t", tag, "-f",
+               os.path.join(ctx, "Containerfile"), ctx, stdout=subprocess.DEVNULL)
+    podman("tag", tag, "localhost/gpuserve-lab/pvehost:latest")
+    return tag
+
+
+def clean():
+    ids = podman("ps", "-aq", "--filter", "label=" + LABEL, capture_output=True, text=True).stdout.split()
+    if ids:
+        log("removing %d labelled lab container(s)" % len(ids))
+        podman("rm", "-f", "-t", "2", *ids, stdout=subprocess.DEVNULL)
+
+
+def ssh_key():
+    key = os.path.join(BUILD, "id_ed25519")
+    if not os.path.exists(key):
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpuserve-lab", "-f", key])
+    return key
+
+
+def wait_for(what, probe, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if probe():
+            return
+        time.sleep(0.5)
+    sys.exit("lab: %s not ready after %ds (podman logs %s)" % (what, timeout, HOST_NAME))
+
+
+def ssh_ok(key, *cmd):
+    argv = ["ssh", "-i", key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+            "-o", "BatchMode=yes", "-o", "ConnectTimeout=3", "-o", "LogLevel=ERROR", "root@" + HOST_IP,
+            " ".join(shlex.quote(c) for c in cmd)]   # ssh hands one string to the remote shell
+    return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+
+def tcp_open(port):
+    try:
+        with socket.create_connection((HOST_IP, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+INVENTORY = """# Written by tests/lab/lab.py up: the lab's Proxmox-like host and its CT 100.
+all:
+  children:
+    pve_nodes:
+      hosts:
+        pvehost:
+          ansible_host: {ip}
+          ansible_user: root
+          ansible_ssh_private_key_file: {key}
+          ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
+          ansible_python_interpreter: /usr/bin/python3
+    sglang_containers:
+      hosts:
+        ct100:
+          ansible_connection: community.proxmox.proxmox_pct_remote
+          ansible_host: {ip}
+          ansible_user: root
+          ansible_ssh_private_key_file: {key}
+          ansible_host_key_checking: false
+          ansible_python_interpreter: /usr/bin/python3
+          proxmox_vmid: 100
+          gpuserve_node: pvehost
+"""
+
+
+def up():
+    clean()
+    base, tar = debian_image()
+    host = pvehost_image(base)
+    key = ssh_key()
+    log("starting %s at %s" % (HOST_NAME, HOST_IP))
+    podman("run", "-d", "--name", HOST_NAME, "--label", LABEL, "--hostname", "pve-lab",
+           "--privileged", "--cgroupns=private", "--systemd=false", "-e", "container=podman",
+           "--stop-signal=SIGRTMIN+3", "--ip", HOST_IP,
+           "-v", "%s:/var/lib/gpuserve-lab/rootfs.tar:ro" % tar,
+           "-v", "%s.pub:/root/.ssh/authorized_keys:ro" % key,
+           host, "/sbin/init", stdout=subprocess.DEVNULL)
+    wait_for("sshd on %s" % HOST_IP, lambda: tcp_open(22) and ssh_ok(key, "true").returncode == 0, 90)
+    wait_for("CT 100", lambda: ssh_ok(key, "pct", "status", "100").stdout.strip() == "status: running", 90)
+    wait_for("python3 in CT 100",
+             lambda: ssh_ok(key, "pct", "exec", "100", "--", "python3", "-c", "print(1)").stdout.strip() == "1", 60)
+    inv = os.path.join(BUILD, "inventory.yml")
+    with open(inv, "w") as fh:
+        fh.write(INVENTORY.format(ip=HOST_IP, key=key))
+    log("up: inventory %s" % inv)
+
+
+def down():
+    podman("rm", "-f", "-t", "5", "--ignore", HOST_NAME, stdout=subprocess.DEVNULL)
+
+
+def main(argv):
+    setup_env()
+    cmd = argv[0] if argv else "up"
+    if cmd == "clean":
+        clean()
+    elif cmd == "images":
+        debian_image()
+        pvehost_image(debian_image()[0])
+    elif cmd == "up":
+        up()
+    elif cmd == "down":
+        down()
+    elif cmd == "env":
+        print("export CONTAINERS_CONF=%s" % os.environ["CONTAINERS_CONF"])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,91 @@
+"""pve_conf: Proxmox CT config edits that keep every operator line and never touch snapshots."""
+import re
+
+import pytest
+
+from unit_helpers import fixture_text, load_module_util
+
+PC = load_module_util("pve_conf")
+CT129 = fixture_text("pve_conf", "ct129-operator.conf")
+
+
+def nvidia_owned(key, value):
+    """What the passthrough role claims: cgroup rules for NVIDIA majors and binds of /dev/nvidia*."""
+    if key.startswith(("lxc.cgroup2.devices.allow", "lxc.cgroup.devices.allow")):
+        return bool(re.match(r"^c (195|508|509):", value))
+    return key == "lxc.mount.entry" and value.startswith("/dev/nvidia")
+
+
+def snapshot_part(text):
+    return text[text.index("[before-driver-upgrade]"):]
+
+
+def test_operator_config_parses_into_options_raw_keys_description_and_snapshots():
+    opts = PC.parse(CT129)
+    assert opts["memory"] == "65536" and opts["unprivileged"] == "1"
+    assert opts["lxc"] == [("lxc.cgroup2.devices.allow", "c 226:* rwm"),
+                           ("lxc.mount.entry", "/dev/dri dev/dri none bind,optional,create=dir"),
+                           ("lxc.cgroup2.devices.allow", "c 195:* rwm"),
+                           ("lxc.mount.entry", "/dev/nvidia0 dev/nvidia0 none bind,optional,create=file")]
+    assert opts["description"].splitlines() == ["Qwen3.6-27B on 2x A6000 (operator's notes)",
+                                                "second line of the description"]
+    assert opts["snapshots"] == ["before-driver-upgrade"]
+    assert "snaptime" not in opts, "snapshot keys are not the current config"
+
+
+def test_managed_nvidia_lines_replace_ours_keep_the_operators_dri_lines_and_stay_before_the_snapshot():
+    wanted = [("lxc.cgroup2.devices.allow", "c 195:* rwm"), ("lxc.cgroup2.devices.allow", "c 508:* rwm"),
+              ("lxc.mount.entry", "/dev/nvidia0 dev/nvidia0 none bind,optional,create=file"),
+              ("lxc.mount.entry", "/dev/nvidia1 dev/nvidia1 none bind,optional,create=file"),
+              ("lxc.mount.entry", "/dev/nvidiactl dev/nvidiactl none bind,optional,create=file"),
+              ("lxc.mount.entry", "/dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file")]
+    new = PC.set_raw_lines(CT129, wanted, nvidia_owned)
+    main = new[:new.index("[before-driver-upgrade]")]
+    assert [kv for kv in PC.parse(new)["lxc"] if nvidia_owned(*kv)] == wanted
+    assert "lxc.cgroup2.devices.allow: c 226:* rwm\n" in main and "/dev/dri dev/dri" in main
+    assert main.startswith("#Qwen3.6-27B on 2x A6000 (operator's notes)\n#second line")
+    assert main.endswith("\n\n"), "a blank line still separates the snapshot section"
+    assert snapshot_part(new) == snapshot_part(CT129), "snapshot section byte for byte"
+    assert PC.set_raw_lines(new, wanted, nvidia_owned) == new, "a second run changes nothing"
+
+
+def test_unchanged_managed_lines_return_the_text_untouched():
+    ours = [kv for kv in PC.parse(CT129)["lxc"] if nvidia_owned(*kv)]
+    assert PC.set_raw_lines(CT129, ours, nvidia_owned) == CT129
+
+
+def test_removing_passthrough_leaves_no_nvidia_line_and_everything_else():
+    new = PC.set_raw_lines(CT129, [], nvidia_owned)
+    assert "nvidia0" not in new[:new.index("[")] and "c 195" not in new[:new.index("[")]
+    assert "c 195:* rwm" in snapshot_part(new)
+    assert len(new.splitlines()) == len(CT129.splitlines()) - 2
+
+
+def test_crlf_and_missing_final_newline_are_handled_without_merging_lines():
+    text = "arch: amd64\r\nmemory: 1024"
+    new = PC.set_raw_lines(text, [("lxc.mount.entry", "/dev/nvidia0 dev/nvidia0 none bind,optional,create=file")],
+                           nvidia_owned)
+    assert new.splitlines() == ["arch: amd64", "memory: 1024",
+                                "lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file"]
+
+
+def test_set_options_adds_devn_before_raw_keys_replaces_and_deletes_in_place():
+    new = PC.set_options(CT129, {"dev0": "/dev/nvidia0,gid=44,mode=0666", "memory": "98304"}, deletes=["swap"])
+    lines = new[:new.index("[")].splitlines()
+    assert "memory: 98304" in lines and "swap: 0" not in lines
+    assert lines.index("dev0: /dev/nvidia0,gid=44,mode=0666") < lines.index("lxc.cgroup2.devices.allow: c 226:* rwm")
+    assert snapshot_part(new) == snapshot_part(CT129)
+    assert PC.set_options(new, {"memory": "98304"}) == new
+
+
+def test_devices_are_read_as_property_strings_and_a_bad_mode_is_named():
+    opts = PC.parse("dev1: /dev/nvidiactl,mode=0666\ndev0: path=/dev/nvidia0,gid=44,deny-write=1\n")
+    assert PC.devices(opts) == [(0, {"path": "/dev/nvidia0", "gid": "44", "deny-write": "1"}),
+                                (1, {"path": "/dev/nvidiactl", "mode": "0666"})]
+    with pytest.raises(PC.PveConfError, match=r"dev0: mode=rw is not an octal mode"):
+        PC.devices(PC.parse("dev0: /dev/nvidia0,mode=rw\n"))
+
+
+def test_a_line_proxmox_would_refuse_is_named_with_its_number():
+    with pytest.raises(PC.PveConfError, match=r"line 2: 'this is not an option'"):
+        PC.parse("arch: amd64\nthis is not an option\n")
