@@ -3,7 +3,7 @@
 # own smoke scenario, then each role's scenarios. Fails at the first failing scenario.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-export ANSIBLE_COLLECTIONS_PATH="$root/build/collections" PATH="$root/.venv/bin:$PATH"
+export GPUSERVE_ROOT="$root" ANSIBLE_COLLECTIONS_PATH="$root/build/collections" PATH="$root/.venv/bin:$PATH"
 export ANSIBLE_NOCOLOR=1 NO_COLOR=1 ANSIBLE_FORCE_COLOR=0
 eval "$(python3 "$root/tests/lab/lab.py" env)"
 dirs=("$root/tests/lab")
@@ -12,5 +12,5 @@ for d in "$root"/roles/*/; do
 done
 for d in "${dirs[@]}"; do
   echo "--- molecule test --all in ${d#"$root"/}"
-  (cd "$d" && molecule test --all)
+  (cd "$d" && molecule -c "$root/tests/lab/molecule/base.yml" test --all)
 done

@@ -1,0 +1,159 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""NVIDIA driver and GPU facts from nvidia-smi, /proc and /sys. Standard library only, pure functions.
+
+Inputs are the texts the caller read (so tests feed recorded outputs):
+- ``nvidia-smi --query-gpu=<SMI_FIELDS> --format=csv,noheader,nounits`` (stdout, stderr, rc);
+- ``/proc/driver/nvidia/version`` (the loaded kernel module: version, open vs proprietary);
+- ``/sys/module/nvidia/version``;
+- ``/proc/devices`` (majors: nvidia-frontend 195, the dynamic nvidia-uvm, nvidia-caps, ...).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+SMI_FIELDS = ("index", "name", "uuid", "pci.bus_id", "memory.total", "memory.used", "memory.free",
+              "driver_version", "compute_cap")
+SMI_ARGV = ["nvidia-smi", "--query-gpu=" + ",".join(SMI_FIELDS), "--format=csv,noheader,nounits"]
+DEVICE_NAMES = ("nvidia-frontend", "nvidia", "nvidia-uvm", "nvidia-caps", "nvidia-caps-imex-channels",
+                "nvidia-nvlink", "nvidia-nvswitch", "nvidia-modeset")
+
+STATES = {
+    "ok": "driver loaded, GPUs visible",
+    "no_driver": "no NVIDIA driver is installed or loaded",
+    "no_gpu": "the driver is loaded but sees no GPU",
+    "version_mismatch": "the NVIDIA userspace library and the loaded kernel module differ",
+    "error": "nvidia-smi failed for another reason",
+}
+HINTS = {
+    "no_driver": "Install the driver (role gpuserve.sglang.nvidia_driver) and reboot if it says so; on a host "
+                 "with a driver, `modprobe nvidia` and read `dmesg | grep -i nvrm`.",
+    "no_gpu": "Check `lspci -nn | grep -i nvidia` (is the GPU bound to vfio-pci for a VM?) and `dmesg | grep -i nvrm`.",
+    "version_mismatch": "Reboot to load the installed kernel module, or (inside a container) install the userspace "
+                        "driver of exactly the host's kernel-module version %s.",
+    "error": "Run nvidia-smi by hand and read its message.",
+}
+
+
+def _num(value):
+    value = value.strip()
+    if value.startswith("[") or value in ("", "N/A"):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            return float(value)
+        except ValueError:
+            return None
+
+
+def _text(value):
+    value = value.strip()
+    return None if value.startswith("[") or value == "N/A" else value
+
+
+def parse_smi_csv(text):
+    """GPU list from the CSV query; memory in MiB as ints; unknown values (``[N/A]``) are None."""
+    gpus = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        cols = [c.strip() for c in line.split(",")]
+        if len(cols) != len(SMI_FIELDS):
+            raise ValueError("nvidia-smi line has %d fields, expected %d (%s): %r"
+                             % (len(cols), len(SMI_FIELDS), ",".join(SMI_FIELDS), line))
+        gpus.append({
+            "index": _num(cols[0]), "name": _text(cols[1]), "uuid": _text(cols[2]), "pci_bus_id": _text(cols[3]),
+            "memory_total_mib": _num(cols[4]), "memory_used_mib": _num(cols[5]), "memory_free_mib": _num(cols[6]),
+            "driver_version": _text(cols[7]), "compute_cap": _text(cols[8]),
+        })
+    return gpus
+
+
+def classify_smi(stdout, stderr, rc):
+    """(state, message) of an nvidia-smi run; rc None means the binary is missing."""
+    out = "%s\n%s" % (stdout or "", stderr or "")
+    first = next((line.strip() for line in out.splitlines() if line.strip()), "")
+    if rc is None:
+        return "no_driver", "nvidia-smi not found"
+    if "Driver/library version mismatch" in out:
+        return "version_mismatch", first
+    if "couldn't communicate with the NVIDIA driver" in out or "NVIDIA driver is not loaded" in out:
+        return "no_driver", first
+    if "No devices were found" in out:
+        return "no_gpu", first
+    if rc != 0:
+        return "error", first or "nvidia-smi exited %d" % rc
+    return "ok", ""
+
+
+def parse_proc_version(text):
+    """/proc/driver/nvidia/version -> {"version": "570.153.02", "type": "open"|"proprietary"} or {}."""
+    for line in (text or "").splitlines():
+        if line.startswith("NVRM version:"):
+            m = re.search(r"\s(\d+\.\d+(?:\.\d+)?)\s", line + " ")
+            return {"version": m.group(1) if m else None,
+                    "type": "open" if "Open Kernel Module" in line else "proprietary"}
+    return {}
+
+
+def parse_proc_devices(text):
+    """Character-device majors of the NVIDIA drivers: {"nvidia-frontend": 195, "nvidia-uvm": 508, ...}."""
+    majors = {}
+    in_char = False
+    for line in (text or "").splitlines():
+        if line.startswith("Character devices:"):
+            in_char = True
+            continue
+        if line.startswith("Block devices:"):
+            break
+        parts = line.split()
+        if in_char and len(parts) == 2 and parts[0].isdigit() and parts[1] in DEVICE_NAMES:
+            majors[parts[1]] = int(parts[0])
+    if "nvidia" in majors and "nvidia-frontend" not in majors:
+        majors["nvidia-frontend"] = majors["nvidia"]
+    majors.pop("nvidia", None)
+    return majors
+
+
+def gpu_facts(smi_stdout, smi_stderr, smi_rc, proc_version="", sys_module_version="", proc_devices="",
+              device_nodes=None):
+    """All facts in one dict; never raises on a broken driver, it names the state instead."""
+    state, message = classify_smi(smi_stdout, smi_stderr, smi_rc)
+    kmod = parse_proc_version(proc_version)
+    gpus = []
+    if state == "ok":
+        try:
+            gpus = parse_smi_csv(smi_stdout)
+        except ValueError as exc:
+            state, message = "error", str(exc)
+        if state == "ok" and not gpus:
+            state, message = "no_gpu", "nvidia-smi listed no GPU"
+    userspace = gpus[0]["driver_version"] if gpus else None
+    if state == "version_mismatch":
+        m = re.search(r"NVML library version:\s*([\d.]+)", "%s\n%s" % (smi_stdout, smi_stderr))
+        userspace = m.group(1) if m else None
+    kernel_version = kmod.get("version") or (sys_module_version or "").strip() or None
+    facts = {
+        "state": state,
+        "message": message or STATES[state],
+        "hint": None,
+        "driver_version": userspace,
+        "kernel_module_version": kernel_version,
+        "kernel_module_type": kmod.get("type"),
+        "gpu_count": len(gpus),
+        "gpus": gpus,
+        "memory_total_mib": sum(g["memory_total_mib"] or 0 for g in gpus),
+        "device_majors": parse_proc_devices(proc_devices),
+        "device_nodes": sorted(device_nodes or [], key=lambda d: d["path"]),
+    }
+    if state != "ok":
+        hint = HINTS[state]
+        facts["hint"] = hint % (kernel_version or "(read /proc/driver/nvidia/version)") if "%s" in hint else hint
+    return facts

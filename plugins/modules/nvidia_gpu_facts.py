@@ -1,0 +1,192 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: nvidia_gpu_facts
+short_description: NVIDIA driver, kernel module, GPUs and device nodes as facts
+version_added: 0.1.0
+description:
+  - Runs C(nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,memory.used,memory.free,driver_version,compute_cap
+    --format=csv,noheader,nounits) and reads C(/proc/driver/nvidia/version), C(/sys/module/nvidia/version),
+    C(/proc/devices) and the C(/dev/nvidia*) nodes.
+  - A host without a driver, without a GPU, or with a userspace/kernel-module version mismatch is not an
+    error but a named O(ignore:state) with a hint; set O(require) to fail on it instead.
+  - Works on the Proxmox node and inside a container (where the kernel module is the host's).
+  - Read-only; returns C(ansible_facts.gpuserve_nvidia).
+author:
+  - gpuserve.sglang contributors (@gpuserve)
+options:
+  nvidia_smi:
+    description: The nvidia-smi binary (name looked up in PATH, or a path).
+    type: str
+    default: nvidia-smi
+  proc_devices_path:
+    description: Where to read the character-device majors from. The lab points it at a recorded copy.
+    type: path
+    default: /proc/devices
+  proc_version_path:
+    description: The loaded kernel module's version file.
+    type: path
+    default: /proc/driver/nvidia/version
+  dev_glob:
+    description: Device nodes to report (major:minor); C(nvidia-caps/*) are included with C(/dev/nvidia*).
+    type: list
+    elements: str
+    default: [/dev/nvidia*, /dev/nvidia-caps/*]
+  require:
+    description:
+      - C(none) reports any state; C(driver) fails unless a driver answers (GPUs or not);
+        C(gpu) fails unless at least one GPU is visible.
+    type: str
+    choices: [none, driver, gpu]
+    default: none
+extends_documentation_fragment:
+  - gpuserve.sglang.attributes
+notes:
+  - The parsing is plain Python in C(plugins/module_utils/nvidia.py), unit-tested on recorded outputs.
+seealso:
+  - module: gpuserve.sglang.sglang_memory_plan
+"""
+
+EXAMPLES = r"""
+- name: Read the node's GPUs
+  gpuserve.sglang.nvidia_gpu_facts:
+  register: nv
+
+- name: The planner gets the GPUs it will run on
+  gpuserve.sglang.sglang_memory_plan:
+    model_path: /srv/models/Qwen3.6-27B
+    gpus: "{{ nv.gpus[:2] }}"
+    args: {tp_size: 2}
+
+- name: Fail unless GPUs are visible, with the state's hint
+  gpuserve.sglang.nvidia_gpu_facts:
+    require: gpu
+"""
+
+RETURN = r"""
+state:
+  description: C(ok), C(no_driver), C(no_gpu), C(version_mismatch) or C(error).
+  returned: always
+  type: str
+  sample: ok
+message:
+  description: nvidia-smi's decisive line, or what the state means.
+  returned: always
+  type: str
+hint:
+  description: What to do when the state is not C(ok); null otherwise.
+  returned: always
+  type: str
+driver_version:
+  description: Userspace driver version (nvidia-smi's, or the NVML library's on a mismatch).
+  returned: always
+  type: str
+  sample: 570.153.02
+kernel_module_version:
+  description: Version of the loaded kernel module (C(/proc/driver/nvidia/version), else C(/sys/module/nvidia/version)).
+  returned: always
+  type: str
+kernel_module_type:
+  description: C(open) or C(proprietary) kernel modules; null when none is loaded.
+  returned: always
+  type: str
+gpu_count:
+  description: Number of GPUs nvidia-smi lists.
+  returned: always
+  type: int
+memory_total_mib:
+  description: Sum of the GPUs' memory in MiB.
+  returned: always
+  type: int
+gpus:
+  description: One entry per GPU with C(index), C(name), C(uuid), C(pci_bus_id), C(memory_total_mib),
+    C(memory_used_mib), C(memory_free_mib), C(driver_version), C(compute_cap); unknown values are null.
+  returned: always
+  type: list
+  elements: dict
+device_majors:
+  description: Character-device majors by driver name (C(nvidia-frontend), C(nvidia-uvm), C(nvidia-caps), ...).
+  returned: always
+  type: dict
+  sample: {"nvidia-frontend": 195, "nvidia-uvm": 510}
+device_nodes:
+  description: Existing device nodes with C(path), C(type) (C(c)/C(b)), C(major), C(minor), C(mode).
+  returned: always
+  type: list
+  elements: dict
+ansible_facts:
+  description: The same result under C(gpuserve_nvidia).
+  returned: always
+  type: dict
+"""
+
+import glob
+import os
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import SMI_ARGV, gpu_facts
+
+
+def _read(path):
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except (IOError, OSError):
+        return ""
+
+
+def _nodes(patterns):
+    out = []
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern)):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+                out.append({"path": path, "type": "c" if stat.S_ISCHR(st.st_mode) else "b",
+                            "major": os.major(st.st_rdev), "minor": os.minor(st.st_rdev),
+                            "mode": "%04o" % stat.S_IMODE(st.st_mode)})
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            nvidia_smi=dict(type="str", default="nvidia-smi"),
+            proc_devices_path=dict(type="path", default="/proc/devices"),
+            proc_version_path=dict(type="path", default="/proc/driver/nvidia/version"),
+            dev_glob=dict(type="list", elements="str", default=["/dev/nvidia*", "/dev/nvidia-caps/*"]),
+            require=dict(type="str", default="none", choices=["none", "driver", "gpu"]),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    smi = module.get_bin_path(p["nvidia_smi"]) if "/" not in p["nvidia_smi"] else p["nvidia_smi"]
+    if smi and os.access(smi, os.X_OK):
+        rc, out, err = module.run_command([smi] + SMI_ARGV[1:])
+    else:
+        rc, out, err = None, "", ""
+    facts = gpu_facts(out, err, rc, proc_version=_read(p["proc_version_path"]),
+                      sys_module_version=_read("/sys/module/nvidia/version"),
+                      proc_devices=_read(p["proc_devices_path"]), device_nodes=_nodes(p["dev_glob"]))
+    result = dict(facts, changed=False, ansible_facts={"gpuserve_nvidia": facts})
+    wanted = {"driver": ("ok", "no_gpu"), "gpu": ("ok",)}.get(p["require"])
+    if wanted and facts["state"] not in wanted:
+        module.fail_json(msg="require=%s: %s (%s). %s" % (p["require"], facts["message"], facts["state"], facts["hint"]),
+                         **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

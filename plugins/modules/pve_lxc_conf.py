@@ -1,0 +1,309 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: pve_lxc_conf
+short_description: Manage device passthrough lines in a Proxmox container config, in place
+version_added: 0.1.0
+description:
+  - Edits C(/etc/pve/lxc/<vmid>.conf) on a Proxmox VE node so that the container's device
+    passthrough is exactly what is asked, as C(devN) options (PVE 8.1 and later) and/or raw C(lxc.*) lines.
+  - Every line the operator wrote is kept byte for byte; only lines this module owns change (C(devN)
+    options whose path matches O(owned_paths), device rules for O(owned_majors), mounts matching O(owned_mounts)). Raw lines go at the end
+    of the main section, before any C([snapshot]) section, where Proxmox reads them.
+  - Writes the file in place (pmxcfs refuses the chmod/rename of Ansible's atomic copy), after a backup
+    outside C(/etc/pve).
+  - A C(devN) whose device node does not exist on the node is refused, as Proxmox refuses it.
+  - Changes take effect when the container starts; the result says whether a restart is needed.
+author:
+  - gpuserve.sglang contributors (@gpuserve)
+options:
+  vmid:
+    description: Container ID.
+    type: int
+    required: true
+  conf_dir:
+    description: Directory of the container configs.
+    type: path
+    default: /etc/pve/lxc
+  passthrough:
+    description:
+      - How O(devices) are written. C(devn) as C(devN) options (PVE 8.1 and later; Proxmox creates the node
+        in the CT and an exact cgroup rule). C(raw) as an exact C(lxc.cgroup2.devices.allow) C(c MAJOR:MINOR rwm)
+        rule (major/minor read from the node itself) plus a bind C(lxc.mount.entry) per node.
+      - Lines of the other form that this module owns are removed, so switching modes leaves no stale line.
+    type: str
+    choices: [devn, raw]
+    default: devn
+  devices:
+    description:
+      - Device nodes to pass. In C(devn) form, existing C(devN) of the same path keep their index.
+      - An empty list removes every passthrough line this module owns.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Device node on the node, e.g. C(/dev/nvidia0).
+        type: path
+        required: true
+      mode:
+        description: Mode of the node inside the container.
+        type: str
+      gid:
+        description: Group inside the container (needed for unprivileged containers when mode is not 0666).
+        type: int
+      uid:
+        description: Owner inside the container.
+        type: int
+      deny_write:
+        description: Read-only access.
+        type: bool
+        default: false
+  raw:
+    description: Extra raw LXC lines as C([key, value]) pairs, in order, after the ones O(passthrough=raw) generates.
+    type: list
+    elements: list
+    default: []
+  owned_paths:
+    description: Regular expression of device paths whose C(devN) entries this module owns.
+    type: str
+    default: ^/dev/nvidia
+  owned_majors:
+    description:
+      - Character-device majors whose C(lxc.cgroup2.devices.allow) (and cgroup v1 C(lxc.cgroup.devices.allow))
+        rules this module owns, besides the majors of O(devices). Pass the NVIDIA majors of C(/proc/devices)
+        (C(nvidia_gpu_facts) C(device_majors)) so rules for them that an earlier run or guide wrote are replaced.
+      - Rules for other majors (an iGPU's 226, ...) are never touched.
+    type: list
+    elements: int
+    default: [195]
+  owned_mounts:
+    description: Regular expression of C(lxc.mount.entry) sources this module owns.
+    type: str
+    default: ^/dev/nvidia
+  backup_dir:
+    description: Where the previous config is copied before a change (never inside C(/etc/pve)).
+    type: path
+    default: /var/lib/gpuserve-sglang/pve-backups
+extends_documentation_fragment:
+  - gpuserve.sglang.attributes
+attributes:
+  diff_mode:
+    support: full
+notes:
+  - Raw C(lxc.*) keys cannot be set through the Proxmox API or C(pct set); this module is the way to manage them.
+  - C(devN) needs root@pam on the API; this module writes the file on the node, which only root can.
+seealso:
+  - module: gpuserve.sglang.nvidia_gpu_facts
+"""
+
+EXAMPLES = r"""
+- name: Pass both GPUs, nvidiactl and nvidia-uvm as devN
+  gpuserve.sglang.pve_lxc_conf:
+    vmid: 129
+    devices:
+      - {path: /dev/nvidia0, mode: "0666"}
+      - {path: /dev/nvidia1, mode: "0666"}
+      - {path: /dev/nvidiactl, mode: "0666"}
+      - {path: /dev/nvidia-uvm, mode: "0666"}
+      - {path: /dev/nvidia-uvm-tools, mode: "0666"}
+
+- name: Or as raw lines (exact c MAJOR:MINOR rules read from the nodes, bind mounts)
+  gpuserve.sglang.pve_lxc_conf:
+    vmid: 129
+    passthrough: raw
+    devices:
+      - {path: /dev/nvidia0}
+      - {path: /dev/nvidiactl}
+      - {path: /dev/nvidia-uvm}
+"""
+
+RETURN = r"""
+path:
+  description: The config file.
+  returned: always
+  type: str
+  sample: /etc/pve/lxc/129.conf
+restart_needed:
+  description: True when the file changed and the container must be restarted for it to take effect.
+  returned: always
+  type: bool
+backup_file:
+  description: Copy of the previous file, when a change was written.
+  returned: changed and not check mode
+  type: str
+devices:
+  description: The C(devN) entries this module owns after the change, as C({index, value}).
+  returned: always
+  type: list
+  elements: dict
+diff:
+  description: C(before)/C(after) of the file, in diff mode.
+  returned: diff mode and changed
+  type: dict
+"""
+
+import itertools
+import os
+import re
+import shutil
+import stat
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import (
+    PveConfError, parse, set_options, set_raw_lines,
+)
+
+
+def dev_value(spec):
+    parts = [spec["path"]]
+    if spec.get("deny_write"):
+        parts.append("deny-write=1")
+    for key in ("gid", "mode", "uid"):
+        if spec.get(key) is not None:
+            parts.append("%s=%s" % (key, spec[key]))
+    return ",".join(parts)
+
+
+def plan_devices(opts, devices, owned):
+    """(changes, deletes, final) for devN: same path keeps its index, new paths take the lowest free one."""
+    current = {}
+    for key, value in opts.items():
+        m = re.match(r"^dev(\d+)$", key)
+        if m:
+            current[int(m.group(1))] = value
+    path_of = dict((n, v.split(",")[0].replace("path=", "")) for n, v in current.items())
+    ours = dict((n, p) for n, p in path_of.items() if re.search(owned, p))
+    wanted = [(d["path"], dev_value(d)) for d in devices]
+    by_path = dict((p, n) for n, p in ours.items())
+    foreign = set(n for n in current if n not in ours)
+    reserved = set(by_path[path] for path, _v in wanted if path in by_path)
+    changes, final, assigned = {}, [], set()
+    for path, value in wanted:
+        n = by_path.get(path)
+        if n is None:
+            n = next(i for i in itertools.count() if i not in foreign and i not in reserved and i not in assigned)
+        assigned.add(n)
+        final.append((n, value))
+        if current.get(n) != value:
+            changes["dev%d" % n] = value
+    keep = set(n for n, _v in final)
+    deletes = ["dev%d" % n for n in ours if n not in keep]
+    return changes, deletes, [{"index": n, "value": v} for n, v in sorted(final)]
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            vmid=dict(type="int", required=True),
+            passthrough=dict(type="str", default="devn", choices=["devn", "raw"]),
+            conf_dir=dict(type="path", default="/etc/pve/lxc"),
+            devices=dict(type="list", elements="dict", default=[], options=dict(
+                path=dict(type="path", required=True),
+                mode=dict(type="str"),
+                gid=dict(type="int"),
+                uid=dict(type="int"),
+                deny_write=dict(type="bool", default=False),
+            )),
+            raw=dict(type="list", elements="list", default=[]),
+            owned_paths=dict(type="str", default="^/dev/nvidia"),
+            owned_majors=dict(type="list", elements="int", default=[195]),
+            owned_mounts=dict(type="str", default="^/dev/nvidia"),
+            backup_dir=dict(type="path", default="/var/lib/gpuserve-sglang/pve-backups"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    path = os.path.join(p["conf_dir"], "%d.conf" % p["vmid"])
+    result = dict(changed=False, path=path, restart_needed=False, devices=[])
+    if not os.path.exists(path):
+        module.fail_json(msg="vmid=%d: %s does not exist; create the container first (or fix vmid)" % (p["vmid"], path),
+                         **result)
+    for spec in p["devices"]:
+        try:
+            st = os.stat(spec["path"])
+        except OSError:
+            module.fail_json(msg="devices: %s does not exist on this node (Proxmox refuses such a devN). For "
+                                 "nvidia-uvm, load it at boot (nvidia-modprobe -u -c=0; role nvidia_driver does)."
+                                 % spec["path"], **result)
+        if not (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)):
+            module.fail_json(msg="devices: %s is not a device node" % spec["path"], **result)
+        if spec["mode"] is not None and not re.match(r"^0?[0-7]{3}$", spec["mode"]):
+            module.fail_json(msg="devices: mode=%s for %s is not an octal mode like 0666" % (spec["mode"], spec["path"]),
+                             **result)
+    raw = []
+    if p["passthrough"] == "raw":
+        rules, mounts = [], []
+        for spec in p["devices"]:
+            st = os.stat(spec["path"])
+            kind = "c" if stat.S_ISCHR(st.st_mode) else "b"
+            rules.append(("lxc.cgroup2.devices.allow", "%s %d:%d %s" % (kind, os.major(st.st_rdev), os.minor(st.st_rdev),
+                                                                        "rm" if spec["deny_write"] else "rwm")))
+            mounts.append(("lxc.mount.entry", "%s %s none bind,optional,create=file%s"
+                           % (spec["path"], spec["path"].lstrip("/"), ",ro" if spec["deny_write"] else "")))
+        raw.extend(rules + mounts)
+    for item in p["raw"]:
+        if len(item) != 2 or not str(item[0]).startswith("lxc."):
+            module.fail_json(msg="raw: %r is not a [lxc.key, value] pair" % (item,), **result)
+        raw.append((str(item[0]), str(item[1])))
+    try:
+        owned_mounts = re.compile(p["owned_mounts"])
+        re.compile(p["owned_paths"])
+    except re.error as exc:
+        module.fail_json(msg="owned_mounts/owned_paths: not a regular expression: %s" % exc, **result)
+    majors = set(p["owned_majors"])
+    for spec in p["devices"]:
+        majors.add(os.major(os.stat(spec["path"]).st_rdev))
+
+    def owns(key, value):
+        if key in ("lxc.cgroup2.devices.allow", "lxc.cgroup.devices.allow"):
+            m = re.match(r"^[cb] (\d+):", value.strip())
+            return bool(m) and int(m.group(1)) in majors
+        if key == "lxc.mount.entry":
+            return bool(owned_mounts.search(value.strip()))
+        return False
+
+    for key, value in raw:
+        if not owns(key, value):
+            module.fail_json(msg="raw: %s: %s is not a line this module owns (see owned_majors/owned_mounts), so a "
+                                 "second run could not find it" % (key, value), **result)
+
+    with open(path) as fh:
+        before = fh.read()
+    try:
+        opts = parse(before)
+        devn = p["devices"] if p["passthrough"] == "devn" else []
+        changes, deletes, final = plan_devices(opts, devn, p["owned_paths"])
+        after = set_options(before, changes, deletes)
+        after = set_raw_lines(after, raw, owns)
+    except PveConfError as exc:
+        module.fail_json(msg="%s: %s" % (path, exc), **result)
+    result["devices"] = final
+    if after != before:
+        result.update(changed=True, restart_needed=True)
+        if module._diff:
+            result["diff"] = {"before": before, "after": after, "before_header": path, "after_header": path}
+        if not module.check_mode:
+            if not os.path.isdir(p["backup_dir"]):
+                os.makedirs(p["backup_dir"], 0o700)
+            backup = os.path.join(p["backup_dir"], "%d.conf.%s" % (p["vmid"], time.strftime("%Y%m%dT%H%M%S")))
+            shutil.copyfile(path, backup)
+            result["backup_file"] = backup
+            with open(path, "r+") as fh:   # in place: pmxcfs refuses chmod and rename
+                fh.write(after)
+                fh.truncate()
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

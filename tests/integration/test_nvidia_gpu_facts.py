@@ -1,0 +1,52 @@
+"""nvidia_gpu_facts through Ansible, with a real nvidia-smi stand-in process and real device nodes."""
+import os
+import stat
+
+from ansible_helpers import ROOT, run_module
+
+M = "gpuserve.sglang.nvidia_gpu_facts"
+NV = os.path.join(ROOT, "tests", "fixtures", "nvidia")
+
+
+def fake_smi(tmp_path, fixture, rc):
+    """An executable that prints a recorded nvidia-smi output (minus its provenance line) and exits rc."""
+    path = tmp_path / "nvidia-smi"
+    path.write_text("#!/bin/sh\ntail -n +2 '%s'\nexit %d\n" % (os.path.join(NV, fixture), rc))
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_a6000_node_reports_gpus_majors_and_the_device_nodes_it_finds(tmp_path):
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    os.mknod(str(dev / "nvidia0"), 0o666 | stat.S_IFCHR, os.makedev(195, 0))
+    os.mknod(str(dev / "nvidiactl"), 0o666 | stat.S_IFCHR, os.makedev(195, 255))
+    (dev / "nvidia-not-a-node").write_text("")
+    r = run_module(M, {"nvidia_smi": fake_smi(tmp_path, "a6000x2.smi.csv", 0),
+                       "proc_devices_path": os.path.join(NV, "a6000x2.proc-devices"),
+                       "proc_version_path": os.path.join(NV, "a6000x2.proc-version"),
+                       "dev_glob": [str(dev / "nvidia*")], "require": "gpu"})
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["state"] == "ok" and r["gpu_count"] == 2 and r["memory_total_mib"] == 98280
+    assert r["kernel_module_type"] == "open" and r["device_majors"]["nvidia-uvm"] == 510
+    assert [(n["path"].rsplit("/", 1)[1], n["major"], n["minor"]) for n in r["device_nodes"]] == \
+        [("nvidia0", 195, 0), ("nvidiactl", 195, 255)]
+    assert r["ansible_facts"]["gpuserve_nvidia"]["gpus"] == r["gpus"] and r["changed"] is False
+
+
+def test_mismatch_is_reported_and_require_driver_fails_with_the_hint(tmp_path):
+    args = {"nvidia_smi": fake_smi(tmp_path, "mismatch.smi.out", 18),
+            "proc_version_path": os.path.join(NV, "h200x1.proc-version"), "dev_glob": []}
+    r = run_module(M, args)
+    assert r.get("failed") is not True and r["state"] == "version_mismatch"
+    r = run_module(M, dict(args, require="driver"))
+    assert r["failed"] is True
+    assert r["msg"].startswith("require=driver: Failed to initialize NVML: Driver/library version mismatch")
+    assert "550.127.08" in r["msg"]
+
+
+def test_no_nvidia_smi_on_this_machine_is_a_clean_no_driver_state(tmp_path):
+    r = run_module(M, {"nvidia_smi": str(tmp_path / "absent" / "nvidia-smi"), "dev_glob": [str(tmp_path / "x*")],
+                       "proc_version_path": str(tmp_path / "absent-version")}, check=True)
+    assert r.get("failed") is not True and r["state"] == "no_driver" and r["gpus"] == []
+    assert "nvidia_driver" in r["hint"]

@@ -1,0 +1,96 @@
+"""pve_lxc_conf through Ansible on real files and real device nodes (mknod in a temp dir)."""
+import os
+import stat
+
+import pytest
+
+from ansible_helpers import ROOT, run_module
+
+M = "gpuserve.sglang.pve_lxc_conf"
+with open(os.path.join(ROOT, "tests", "fixtures", "pve_conf", "ct129-operator.conf")) as fh:
+    CT129 = fh.read().split("\n", 1)[1]
+
+
+@pytest.fixture
+def node(tmp_path):
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name, major, minor in [("nvidia0", 195, 0), ("nvidia1", 195, 1), ("nvidiactl", 195, 255), ("nvidia-uvm", 510, 0)]:
+        os.mknod(str(dev / name), 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+    conf_dir = tmp_path / "lxc"
+    conf_dir.mkdir()
+    (conf_dir / "129.conf").write_text(CT129)
+    return {"dev": str(dev), "conf_dir": str(conf_dir), "conf": conf_dir / "129.conf",
+            "backup_dir": str(tmp_path / "backups")}
+
+
+def args(node, **kw):
+    base = {"vmid": 129, "conf_dir": node["conf_dir"], "backup_dir": node["backup_dir"], "owned_paths": "nvidia",
+            "owned_mounts": "nvidia"}
+    base.update(kw)
+    return base
+
+
+def devs(node, *names, **extra):
+    return [dict({"path": os.path.join(node["dev"], n)}, **extra) for n in names]
+
+
+def test_check_mode_predicts_the_change_writes_nothing_and_diff_shows_it(node):
+    r = run_module(M, args(node, devices=devs(node, "nvidia0", "nvidiactl", mode="0666")), check=True)
+    assert r["changed"] is True and r["restart_needed"] is True
+    assert node["conf"].read_text() == CT129 and not os.path.exists(node["backup_dir"])
+
+
+def test_devn_written_in_place_then_idempotent_with_a_backup_and_the_snapshot_untouched(node):
+    ino = os.stat(str(node["conf"])).st_ino
+    r = run_module(M, args(node, devices=devs(node, "nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", mode="0666", gid=44)))
+    assert r["changed"] is True, r.get("msg")
+    text = node["conf"].read_text()
+    assert os.stat(str(node["conf"])).st_ino == ino, "written in place, not replaced (pmxcfs)"
+    assert "dev0: %s/nvidia0,gid=44,mode=0666\n" % node["dev"] in text
+    assert [d["index"] for d in r["devices"]] == [0, 1, 2, 3]
+    assert text[text.index("[before-driver-upgrade]"):] == CT129[CT129.index("[before-driver-upgrade]"):]
+    with open(r["backup_file"]) as fh:
+        assert fh.read() == CT129
+    again = run_module(M, args(node, devices=devs(node, "nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", mode="0666", gid=44)))
+    assert again["changed"] is False and again["restart_needed"] is False
+
+
+def test_dropping_a_gpu_keeps_the_other_indexes_and_a_new_node_takes_the_free_one(node):
+    run_module(M, args(node, devices=devs(node, "nvidia0", "nvidia1", "nvidiactl")))
+    r = run_module(M, args(node, devices=devs(node, "nvidia1", "nvidiactl", "nvidia-uvm")))
+    got = dict((d["index"], d["value"].rsplit("/", 1)[1]) for d in r["devices"])
+    assert got == {1: "nvidia1", 2: "nvidiactl", 0: "nvidia-uvm"}
+    assert "nvidia0" not in node["conf"].read_text().split("[")[0].replace("/dev/nvidia0 dev/nvidia0", "")
+
+
+def test_switching_to_raw_removes_devn_and_writes_exact_rules_keeping_the_operators_dri_lines(node):
+    run_module(M, args(node, devices=devs(node, "nvidia0", "nvidiactl")))
+    r = run_module(M, args(node, passthrough="raw", owned_majors=[195, 510],
+                           devices=devs(node, "nvidia1", "nvidiactl", "nvidia-uvm")))
+    assert r["changed"] is True
+    main = node["conf"].read_text().split("[before-driver-upgrade]")[0]
+    assert "dev0:" not in main and "dev1:" not in main
+    assert "lxc.cgroup2.devices.allow: c 226:* rwm\n" in main, "the iGPU rule is the operator's"
+    assert "lxc.cgroup2.devices.allow: c 195:* rwm" not in main, "the old wildcard NVIDIA rule is replaced"
+    assert [line for line in main.splitlines() if "195:" in line or "510:" in line] == [
+        "lxc.cgroup2.devices.allow: c 195:1 rwm", "lxc.cgroup2.devices.allow: c 195:255 rwm",
+        "lxc.cgroup2.devices.allow: c 510:0 rwm"]
+    assert "lxc.mount.entry: %s/nvidia1 %s/nvidia1 none bind,optional,create=file" % (node["dev"], node["dev"].lstrip("/")) in main
+
+
+@pytest.mark.parametrize("bad,needle", [
+    ({"devices": [{"path": "/dev/nvidia9"}]}, "devices: /dev/nvidia9 does not exist on this node"),
+    ({"devices": [{"path": "/etc/hostname"}]}, "devices: /etc/hostname is not a device node"),
+    ({"vmid": 999}, "vmid=999: "),
+    ({"raw": [["lxc.cgroup2.devices.allow", "c 226:* rwm"]]}, "is not a line this module owns"),
+])
+def test_bad_input_is_named_and_changes_nothing(node, bad, needle):
+    r = run_module(M, args(node, **bad))
+    assert r["failed"] is True and needle in r["msg"]
+    assert node["conf"].read_text() == CT129
+
+
+def test_bad_mode_is_named(node):
+    r = run_module(M, args(node, devices=devs(node, "nvidia0", mode="rw")))
+    assert r["failed"] is True and "mode=rw" in r["msg"] and node["conf"].read_text() == CT129
