@@ -10,6 +10,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import ArgvError, server_argv
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import parse_log
+from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import systemd_exec_line
 
 
 def sglang_log(text):
@@ -25,6 +26,12 @@ def sglang_argv(args, python, model_path):
         raise AnsibleFilterError("sglang_argv: %s" % exc)
 
 
+def sglang_systemd_exec(argv):
+    if not isinstance(argv, (list, tuple)) or not all(isinstance(a, str) for a in argv):
+        raise AnsibleFilterError("sglang_systemd_exec: expected an argv list of strings")
+    return systemd_exec_line(list(argv))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"sglang_log": sglang_log, "sglang_argv": sglang_argv}
+        return {"sglang_log": sglang_log, "sglang_argv": sglang_argv, "sglang_systemd_exec": sglang_systemd_exec}

@@ -31,7 +31,15 @@ except ImportError:  # pragma: no cover  (Python 2 targets are not supported)
     HTTPConnection = None
     HTTPException = Exception
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import LogParser
+try:
+    from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import LogParser
+except ImportError:  # imported by file path (unit tests, tools): use the sibling file, still stdlib only
+    import importlib.util as _ilu
+    _spec = _ilu.spec_from_file_location(
+        "gpuserve_sglang_log", os.path.join(os.path.dirname(os.path.abspath(__file__)), "sglang_log.py"))
+    _mod = _ilu.module_from_spec(_spec)
+    _spec.loader.exec_module(_mod)
+    LogParser = _mod.LogParser
 
 LOG_TAIL_LINES = 40
 
@@ -333,3 +341,105 @@ def server_info(base_url, api_key=None):
         if "max_mamba_cache_size" in states[0]:
             keep["max_mamba_cache_size"] = states[0]["max_mamba_cache_size"]
     return keep
+
+
+# --- systemd manager: the unit (installed by the sglang_server role) runs SGLang; we start and watch it ---
+
+def systemd_exec_line(argv):
+    """argv -> an ExecStart= value that systemd splits back into exactly argv (systemd.syntax(7) quoting).
+
+    Each word is double-quoted with C escapes; ``%`` (specifiers) and ``$`` (variable expansion) are doubled.
+    """
+    words = []
+    for arg in argv:
+        out = []
+        for ch in arg:
+            if ch == "\\":
+                out.append("\\\\")
+            elif ch == '"':
+                out.append('\\"')
+            elif ch == "\n":
+                out.append("\\n")
+            elif ch == "\t":
+                out.append("\\t")
+            elif ch == "%":
+                out.append("%%")
+            elif ch == "$":
+                out.append("$$")
+            elif ord(ch) < 32 or ord(ch) == 127:
+                out.append("\\x%02x" % ord(ch))
+            else:
+                out.append(ch)
+        words.append('"%s"' % "".join(out))
+    return " ".join(words)
+
+
+def environment_file(env):
+    """A systemd EnvironmentFile body for env (values double-quoted, escaped), sorted for stable hashing."""
+    lines = []
+    for key in sorted(env):
+        if not key or not (key[0].isalpha() or key[0] == "_") or not all(c.isalnum() or c == "_" for c in key):
+            raise ValueError("env: %r is not a valid environment variable name (letters, digits, _)" % key)
+        value = str(env[key])
+        if "\n" in value or "\r" in value:
+            raise ValueError("env: the value of %s contains a line break, which an EnvironmentFile cannot hold" % key)
+        value = value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`")
+        lines.append('%s="%s"\n' % (key, value))
+    return "".join(lines)
+
+
+def systemctl(*args):
+    p = subprocess.run(["systemctl"] + list(args), capture_output=True, text=True, check=False)
+    return p.returncode, p.stdout, p.stderr
+
+
+def unit_show(unit):
+    """Selected properties of a unit as a dict (strings)."""
+    props = ("MainPID", "ExecMainPID", "ActiveState", "SubState", "Result", "ExecMainCode", "ExecMainStatus",
+             "LoadState", "NRestarts")
+    rc, out, err = systemctl("show", unit, *["--property=%s" % p for p in props])
+    info = {}
+    for line in out.splitlines():
+        key, _sep, value = line.partition("=")
+        info[key] = value
+    info["_rc"] = rc
+    info["_err"] = err.strip()
+    return info
+
+
+def systemd_start(unit, log_path, restart=True, wait=15.0):
+    """Append a launch marker to the unit's log, (re)start the unit; return (pid, launch_id, offset, error)."""
+    launch_id = uuid.uuid4().hex[:12]
+    d = os.path.dirname(log_path)
+    if d and not os.path.isdir(d):
+        os.makedirs(d, 0o750)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+    with os.fdopen(fd, "ab") as logf:
+        logf.write(("# gpuserve launch %s at %s (systemd %s)\n"
+                    % (launch_id, time.strftime("%Y-%m-%d %H:%M:%S"), unit)).encode())
+        logf.flush()
+        offset = logf.tell()
+    systemctl("daemon-reload")
+    systemctl("reset-failed", unit)
+    rc, _out, err = systemctl("restart" if restart else "start", unit)
+    if rc != 0:
+        info = unit_show(unit)
+        if info.get("LoadState") == "not-found":
+            return None, launch_id, offset, "unit %s is not installed (role sglang_server installs it)" % unit
+        pid = int(info.get("ExecMainPID") or 0)
+        if pid:
+            return pid, launch_id, offset, None   # it ran and exited: the log says why
+        return None, launch_id, offset, "systemctl restart %s failed: %s (Result=%s, ExecMainStatus=%s)" % (
+            unit, err.strip(), info.get("Result"), info.get("ExecMainStatus"))
+    end = time.time() + wait
+    while True:
+        info = unit_show(unit)
+        pid = int(info.get("MainPID") or 0) or int(info.get("ExecMainPID") or 0)
+        if pid:
+            return pid, launch_id, offset, None
+        if info.get("ActiveState") == "failed" or time.time() > end:
+            status = info.get("ExecMainStatus")
+            why = " (203 = the interpreter could not be executed)" if status == "203" else ""
+            return None, launch_id, offset, "unit %s did not start: Result=%s ExecMainStatus=%s%s" % (
+                unit, info.get("Result"), status, why)
+        time.sleep(0.1)

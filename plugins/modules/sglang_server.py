@@ -72,11 +72,21 @@ options:
     type: int
     default: 30000
   manager:
-    description: How the server runs. Only V(process) (a detached process with a pid file) is implemented;
-      the sglang_server role runs the same argv under systemd.
+    description:
+      - V(process) runs a detached process (own session) with a state file holding its pid.
+      - V(systemd) (re)starts O(unit), which the C(gpuserve.sglang.sglang_server) role installs with the same argv
+        (filter C(gpuserve.sglang.sglang_systemd_exec)) and C(StandardOutput=append:<log_path>); this module writes
+        the unit's O(env_file) (mode 0600). A failed or timed-out launch stops the unit, so a deterministic failure
+        such as the memory-pool error never crash-loops.
     type: str
-    choices: [process]
+    choices: [process, systemd]
     default: process
+  unit:
+    description: systemd unit for O(manager=systemd). Defaults to C(sglang-<name>.service).
+    type: str
+  env_file:
+    description: EnvironmentFile the unit reads (O(manager=systemd)); holds O(env), O(public_env) and the API key, mode 0600.
+    type: path
   log_path:
     description: Log file (appended). Defaults to C(<state_dir>/<name>.log).
     type: path
@@ -184,6 +194,11 @@ config_hash:
   description: Hash of argv, environment and revision.
   returned: always
   type: str
+unit:
+  description: The systemd unit (O(manager=systemd)).
+  returned: manager is systemd
+  type: str
+  sample: sglang-qwen.service
 """
 
 import os
@@ -191,7 +206,8 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import SECRET_ARGS, ArgvError, server_argv
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import (
-    config_hash, http_get, launch, pid_alive, port_owner, read_state, server_info, stop, watch, write_state,
+    config_hash, environment_file, http_get, launch, pid_alive, port_owner, read_state, server_info, stop,
+    systemctl, systemd_start, unit_show, watch, write_state,
 )
 
 
@@ -208,7 +224,9 @@ def main():
             api_key=dict(type="str", no_log=True),
             host=dict(type="str", default="127.0.0.1"),
             port=dict(type="int", default=30000),
-            manager=dict(type="str", default="process", choices=["process"]),
+            manager=dict(type="str", default="process", choices=["process", "systemd"]),
+            unit=dict(type="str"),
+            env_file=dict(type="path"),
             log_path=dict(type="path"),
             state_dir=dict(type="path", default="/var/lib/gpuserve-sglang"),
             ready_timeout=dict(type="float", default=1800),
@@ -229,14 +247,33 @@ def main():
     log_path = p["log_path"] or os.path.join(state_dir, name + ".log")
     base_url = "http://%s:%d" % ("127.0.0.1" if p["host"] in ("0.0.0.0", "::") else p["host"], p["port"])
     prev = read_state(state_path) or {}
-    running = pid_alive(prev.get("pid"))
+    systemd = p["manager"] == "systemd"
+    unit = p["unit"] or "sglang-%s.service" % name
+    env_file = p["env_file"] or os.path.join("/etc/sglang", name + ".env")
+    if systemd:
+        info = unit_show(unit)
+        if info["_rc"] != 0 and "System has not been booted with systemd" in info["_err"]:
+            module.fail_json(msg="manager=systemd: this host does not run systemd (%s); use manager=process" % info["_err"])
+        cur_pid = int(info.get("MainPID") or 0)
+        running = info.get("ActiveState") in ("active", "activating", "reloading") and cur_pid > 0
+    else:
+        cur_pid = prev.get("pid")
+        running = pid_alive(cur_pid)
     result = dict(changed=False, failure=None, stale=False, argv=[], config_hash="")
+    if systemd:
+        result["unit"] = unit
+
+    def halt(pid):
+        if systemd:
+            systemctl("stop", unit)
+        else:
+            stop(pid)
 
     if p["state"] == "stopped":
         if running:
             result["changed"] = True
             if not module.check_mode:
-                stop(prev["pid"])
+                halt(cur_pid)
         result["status"] = "stopped"
         module.exit_json(**result)
 
@@ -254,13 +291,19 @@ def main():
     env.update((str(k), str(v)) for k, v in p["env"].items())
     if p["api_key"]:
         env["SGLANG_API_KEY"] = p["api_key"]
+    env_text = None
+    if systemd:
+        try:
+            env_text = environment_file(env)
+        except ValueError as exc:
+            module.fail_json(msg=str(exc), **result)
     chash = config_hash(argv, env, p["revision"])
     result.update(argv=argv, config_hash=chash)
 
     if p["state"] == "started" and running and prev.get("config_hash") == chash:
         code, _body = http_get(base_url + p["health"], timeout=20.0, api_key=p["api_key"])
         if code == 200:
-            result.update(status="ready", pid=prev["pid"], launch_id=prev.get("launch_id"))
+            result.update(status="ready", pid=cur_pid, launch_id=prev.get("launch_id"))
             if not module.check_mode:
                 result["server_info"] = server_info(base_url, p["api_key"])
             module.exit_json(**result)
@@ -270,27 +313,42 @@ def main():
         result["status"] = "would_restart" if running else "would_start"
         module.exit_json(**result)
 
-    if running:
-        stop(prev["pid"])
-    owner = port_owner(p["host"], p["port"])
-    if owner is not None:
-        who = "pid %s (%s)" % (owner["pid"], " ".join(owner["cmdline"])[:200]) if owner["pid"] else "another process"
-        result.update(changed=False, status="failed", failure={
-            "kind": "port_in_use", "rank": None, "phase": "args", "traceback": "",
-            "message": "port %d on %s is already in use by %s" % (p["port"], p["host"], who),
-            "hint": "Stop %s or set another port; nothing was launched." % who})
-        module.fail_json(msg=result["failure"]["message"], **result)
+    if running and not systemd:
+        stop(cur_pid)
+    if not running or not systemd:
+        owner = port_owner(p["host"], p["port"])
+        if owner is not None:
+            who = "pid %s (%s)" % (owner["pid"], " ".join(owner["cmdline"])[:200]) if owner["pid"] else "another process"
+            result.update(changed=False, status="failed", failure={
+                "kind": "port_in_use", "rank": None, "phase": "args", "traceback": "",
+                "message": "port %d on %s is already in use by %s" % (p["port"], p["host"], who),
+                "hint": "Stop %s or set another port; nothing was launched." % who})
+            module.fail_json(msg=result["failure"]["message"], **result)
 
     if not os.path.isdir(state_dir):
         os.makedirs(state_dir, 0o750)
-    proc, launch_id, offset, err = launch(argv, env, log_path)
+    if systemd:
+        d = os.path.dirname(env_file)
+        if d and not os.path.isdir(d):
+            os.makedirs(d, 0o750)
+        fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(env_text)
+        pid, launch_id, offset, err = systemd_start(unit, log_path, restart=running)
+        proc = pid
+    else:
+        proc, launch_id, offset, err = launch(argv, env, log_path)
+        pid = proc.pid if proc is not None else None
     if err:
+        if systemd:
+            systemctl("stop", unit)
         result.update(status="failed", launch_id=launch_id, stale=True, failure={
             "kind": "other", "rank": None, "phase": "args", "traceback": "", "message": err,
             "hint": "The interpreter could not be executed: check python= (the SGLang venv) exists."})
         module.fail_json(msg=err, **result)
-    write_state(state_path, {"pid": proc.pid, "config_hash": chash, "launch_id": launch_id, "log_path": log_path,
-                             "log_offset": offset, "argv": argv})
+    write_state(state_path, {"pid": pid, "config_hash": chash, "launch_id": launch_id, "log_path": log_path,
+                             "log_offset": offset, "argv": argv, "manager": p["manager"]})
     out = watch(proc, log_path, offset, base_url, health=p["health"], timeout=p["ready_timeout"],
                 api_key=p["api_key"])
     result.update(out)
@@ -305,14 +363,12 @@ def main():
                                         "ratio": round(float(actual) / p["plan_max_total_num_tokens"], 4)
                                         if actual and p["plan_max_total_num_tokens"] > 0 else None}
         module.exit_json(**result)
+    halt(pid)   # failed or timed out: stopped, so nothing restarts it in a loop
+    write_state(state_path, {"pid": None, "config_hash": "", "launch_id": launch_id, "log_path": log_path,
+                             "log_offset": offset, "argv": argv, "manager": p["manager"]})
     if out["status"] == "timeout":
-        stop(proc.pid)
-        write_state(state_path, {"pid": None, "config_hash": "", "launch_id": launch_id, "log_path": log_path,
-                                 "log_offset": offset, "argv": argv})
         module.fail_json(msg="SGLang did not become ready within %ss (last phase: %s); stopped it"
                          % (p["ready_timeout"], out["phase"]), **result)
-    write_state(state_path, {"pid": None, "config_hash": "", "launch_id": launch_id, "log_path": log_path,
-                             "log_offset": offset, "argv": argv})
     f = out["failure"] or {}
     msg = "SGLang failed to start: %s in phase %s: %s\nHint: %s" % (
         f.get("kind"), f.get("phase"), f.get("message"), f.get("hint"))

@@ -1,0 +1,66 @@
+"""sglang_server in CT 100: a systemd unit runs exactly the argv we built, secrets only in a 0600 file and the
+process environment, health answers, and the failed launch left no unit running or restarting."""
+import json
+
+testinfra_hosts = ["ansible://pvehost"]
+
+UNIT = "sglang-llama.service"
+NAME = "llama \"8b\" it's $HOME %h `x`"
+KEY = "lab-key-5f3a9c"
+
+
+def ct(host, *argv):
+    """Run argv inside CT 100 (quoted for the node's shell by testinfra) and return stdout."""
+    return host.check_output("pct exec 100 --" + " %s" * len(argv), *argv)
+
+
+def main_pid(host):
+    return int(ct(host, "systemctl", "show", "-p", "MainPID", "--value", UNIT))
+
+
+def test_unit_is_active_and_enabled(host):
+    assert ct(host, "systemctl", "is-active", UNIT) == "active"
+    assert ct(host, "systemctl", "is-enabled", UNIT) == "enabled"
+
+
+def test_process_argv_is_exactly_ours_byte_for_byte_through_systemd_quoting(host):
+    pid = main_pid(host)
+    raw = ct(host, "python3", "-c", "import sys; print(repr(open('/proc/%s/cmdline' % sys.argv[1], 'rb').read()))", str(pid))
+    argv = [a.decode() for a in eval(raw).split(b"\0")[:-1]]  # noqa: S307 (our own repr of bytes)
+    assert argv[:3] == ["/usr/bin/python3", "-m", "sglang.launch_server"]
+    assert argv[argv.index("--served-model-name") + 1] == NAME
+    assert argv[argv.index("--context-length") + 1] == "8192"
+    assert KEY not in " ".join(argv)
+
+
+def test_runs_as_the_service_account_with_the_key_only_in_its_environment(host):
+    pid = str(main_pid(host))
+    assert ct(host, "ps", "-o", "user=", "-p", pid) == "sglang"
+    env = ct(host, "python3", "-c", "import sys; print(open('/proc/%s/environ' % sys.argv[1]).read().replace('\\0', '\\n'))", pid)
+    assert "SGLANG_API_KEY=" + KEY in env.splitlines()
+    assert "HOME=/var/lib/sglang" in env.splitlines()
+    assert ct(host, "stat", "-c", "%a %U", "/etc/sglang/llama.env") == "600 root"
+
+
+def test_health_answers_with_the_key_and_server_info_has_the_capacity(host):
+    probe = ("import json, sys, urllib.request\n"
+             "req = urllib.request.Request('http://127.0.0.1:30000' + sys.argv[1], headers={'Authorization': 'Bearer ' + sys.argv[2]})\n"
+             "r = urllib.request.urlopen(req, timeout=10)\n"
+             "print(json.dumps({'code': r.status, 'body': r.read().decode()}))\n")
+    health = json.loads(ct(host, "python3", "-c", probe, "/health_generate", KEY))
+    assert health["code"] == 200
+    info = json.loads(json.loads(ct(host, "python3", "-c", probe, "/server_info", KEY))["body"])
+    assert info["max_total_num_tokens"] > 0
+
+
+def test_log_has_this_launch_marker_then_the_ready_line(host):
+    log = ct(host, "cat", "/var/log/sglang/llama.log")
+    marker = [i for i, line in enumerate(log.splitlines()) if line.startswith("# gpuserve launch ")]
+    assert marker and "The server is fired up and ready to roll!" in "\n".join(log.splitlines()[marker[-1]:])
+
+
+def test_the_failed_launch_is_stopped_not_crash_looping(host):
+    state = ct(host, "systemctl", "show", "-p", "ActiveState", "-p", "NRestarts", "sglang-llama-oom.service")
+    assert "ActiveState=inactive" in state.splitlines() or "ActiveState=failed" in state.splitlines()
+    log = ct(host, "cat", "/var/log/sglang/llama-oom.log")
+    assert "Not enough memory. Please try to increase --mem-fraction-static" in log
