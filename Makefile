@@ -7,7 +7,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(BIN):$(PATH)
 
-.PHONY: test deps collection lint sanity unit integration bench lab plan clean
+.PHONY: test deps collection lint sanity unit integration bench lab lab-down molecule plan clean
 
 ## Run every check, failing fast, then print a summary.
 test: deps
@@ -39,7 +39,21 @@ bench: deps collection
 plan: deps collection
 	$(BIN)/ansible-playbook playbooks/plan.yml
 
-lab: plan
+## The main job on the lab: a Proxmox-like host with CT 100 (podman + nested LXC), deploy.yml run twice
+## (the second must report changed=0). The lab stays up for poking around; `make lab-down` removes it.
+LAB_INV := -i inventory/lab -i build/lab/inventory.yml
+lab: deps collection
+	python3 tests/lab/lab.py up
+	$(BIN)/ansible-playbook $(LAB_INV) tests/lab/playbooks/stage-standin.yml
+	$(BIN)/ansible-playbook $(LAB_INV) playbooks/deploy.yml
+	$(BIN)/ansible-playbook $(LAB_INV) playbooks/deploy.yml | tee build/lab/deploy-again.log
+	@grep -Eq 'changed=[1-9]' build/lab/deploy-again.log && { echo "lab: the second deploy changed something"; exit 1; } || echo "lab: second deploy changed=0"
+
+lab-down:
+	python3 tests/lab/lab.py down
+
+molecule: deps collection
+	tests/ci/molecule-all.sh
 
 clean:
 	rm -rf build tests/output .pytest_cache
