@@ -12,7 +12,8 @@ command -v git >/dev/null || need_apt+=(git)
 command -v make >/dev/null || need_apt+=(make)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 # the lab: rootful podman with runc (crun fails on this cgroup hybrid), images built by mmdebstrap
-for c in podman runc mmdebstrap ssh-keygen newuidmap fuse-overlayfs slirp4netns; do
+# openssl: the PVE API fake's TLS certificate; shellcheck: ansible-test sanity checks the shell scripts
+for c in podman runc mmdebstrap ssh-keygen newuidmap fuse-overlayfs slirp4netns openssl shellcheck; do
   command -v "$c" >/dev/null || need_apt+=("$c")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -2,7 +2,7 @@
 # Every check, in order, failing fast; a summary at the end. Called by `make test` (and so by .ci/run).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
+cd "$root" || exit 1
 export ANSIBLE_COLLECTIONS_PATH="$root/build/collections" ANSIBLE_CONFIG="$root/ansible.cfg"
 export PATH="$root/.venv/bin:$PATH"
 summary=()

@@ -1,0 +1,288 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: pve_lxc
+short_description: Create or adopt a Proxmox VE LXC container through the API, with check and diff mode
+version_added: 0.1.0
+description:
+  - Ensures container O(vmid) exists on O(node) with the given options, through the Proxmox VE API (proxmoxer).
+  - An existing container is adopted, never recreated. Only the options given are compared, the way Proxmox
+    stores them (property strings such as C(net0) key by key), and only differing ones are sent in one
+    C(PUT /nodes/{node}/lxc/{vmid}/config) with the config digest.
+  - Options fixed at creation (O(ostemplate), O(unprivileged), the O(rootfs) size) that differ on an existing
+    container are an error naming them; nothing is changed.
+  - A O(vmid) that exists on another node of the cluster is an error.
+  - Device passthrough (C(devN), raw C(lxc.*)) is M(gpuserve.sglang.pve_lxc_conf)'s job on the node.
+author:
+  - gpuserve.sglang contributors (@gpuserve)
+requirements:
+  - proxmoxer >= 2.0
+  - requests
+options:
+  api_host:
+    description: Proxmox VE API host.
+    type: str
+    required: true
+  api_port:
+    description: API port.
+    type: int
+    default: 8006
+  api_user:
+    description: User, e.g. C(root@pam).
+    type: str
+    required: true
+  api_password:
+    description: Password (ticket login). Either this or O(api_token_id) + O(api_token_secret).
+    type: str
+  api_token_id:
+    description: API token name (without the user part), e.g. C(ansible).
+    type: str
+  api_token_secret:
+    description: API token secret.
+    type: str
+  validate_certs:
+    description: Verify the API's TLS certificate.
+    type: bool
+    default: true
+  node:
+    description: Node the container lives on.
+    type: str
+    required: true
+  vmid:
+    description: Container ID.
+    type: int
+    required: true
+  state:
+    description: V(present) (exists, power state untouched), V(started) or V(stopped) (clean shutdown).
+    type: str
+    choices: [present, started, stopped]
+    default: present
+  ostemplate:
+    description: Template volume used only to create the container, e.g. C(local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst).
+    type: str
+  hostname:
+    description: Hostname.
+    type: str
+  rootfs:
+    description: Root disk at creation, C(<storage>:<GiB>), e.g. C(local-lvm:64); on an existing CT only the size is compared.
+    type: str
+  cores:
+    description: CPU cores.
+    type: int
+  memory:
+    description: Memory in MiB.
+    type: int
+  swap:
+    description: Swap in MiB.
+    type: int
+  net:
+    description:
+      - Network devices by index, for example index C(0) with C(name=eth0,bridge=vmbr0,ip=dhcp).
+      - Keys Proxmox adds (C(hwaddr)) are not compared.
+    type: dict
+  unprivileged:
+    description: Unprivileged container (fixed at creation).
+    type: bool
+  features:
+    description: Feature flags, e.g. C(nesting=1). Flags other than nesting need root@pam.
+    type: str
+  onboot:
+    description: Start at node boot.
+    type: bool
+  timeout:
+    description: Seconds to wait for a create/start/shutdown task.
+    type: int
+    default: 300
+extends_documentation_fragment:
+  - gpuserve.sglang.attributes
+attributes:
+  diff_mode:
+    support: full
+notes:
+  - Every request's path, method and parameter names are checked in the tests against the real PVE 8.4 and 9.1
+    API schema by an HTTP-level fake server (C(tests/integration/pve_fake.py)).
+seealso:
+  - module: gpuserve.sglang.pve_lxc_conf
+"""
+
+EXAMPLES = r"""
+- name: CT 129 exists and runs (adopted if it is already there)
+  gpuserve.sglang.pve_lxc:
+    api_host: pve1.example.org
+    api_user: root@pam
+    api_password: "{{ vault_pve_root_password }}"
+    node: pve1
+    vmid: 129
+    ostemplate: local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst
+    hostname: sglang
+    rootfs: local-lvm:200
+    cores: 16
+    memory: 65536
+    swap: 0
+    net: {0: "name=eth0,bridge=vmbr0,ip=dhcp"}
+    unprivileged: true
+    features: nesting=1
+    onboot: true
+    state: started
+"""
+
+RETURN = r"""
+created:
+  description: True when the container was (or, in check mode, would be) created.
+  returned: always
+  type: bool
+changes:
+  description: Options sent (or that would be sent) to C(PUT .../config).
+  returned: always
+  type: dict
+status:
+  description: Power state after the run, C(running) or C(stopped).
+  returned: always
+  type: str
+diff:
+  description: C(before)/C(after) of the compared options, in diff mode.
+  returned: diff mode
+  type: dict
+"""
+
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_lxc import (
+    PveLxcError, config_changes, create_params, pve_value,
+)
+
+try:
+    from proxmoxer import ProxmoxAPI
+    HAS_PROXMOXER = True
+    PROXMOXER_ERR = None
+except ImportError:
+    HAS_PROXMOXER = False
+    PROXMOXER_ERR = traceback.format_exc()
+
+
+def wanted_options(p):
+    out = {}
+    for key in ("ostemplate", "hostname", "rootfs", "cores", "memory", "swap", "unprivileged", "features", "onboot"):
+        if p[key] is not None:
+            out[key] = pve_value(p[key])
+    for idx, value in (p["net"] or {}).items():
+        out["net%d" % int(idx)] = str(value)
+    return out
+
+
+def wait_task(module, api, node, upid, what):
+    end = time.time() + module.params["timeout"]
+    while time.time() < end:
+        st = api.nodes(node).tasks(upid).status.get()
+        if st.get("status") == "stopped":
+            if st.get("exitstatus") != "OK":
+                module.fail_json(msg="%s failed: task %s ended with %s" % (what, upid, st.get("exitstatus")))
+            return
+        time.sleep(1)
+    module.fail_json(msg="%s: task %s still running after %ss (raise timeout)" % (what, upid, module.params["timeout"]))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            api_host=dict(type="str", required=True),
+            api_port=dict(type="int", default=8006),
+            api_user=dict(type="str", required=True),
+            api_password=dict(type="str", no_log=True),
+            api_token_id=dict(type="str", no_log=False),
+            api_token_secret=dict(type="str", no_log=True),
+            validate_certs=dict(type="bool", default=True),
+            node=dict(type="str", required=True),
+            vmid=dict(type="int", required=True),
+            state=dict(type="str", default="present", choices=["present", "started", "stopped"]),
+            ostemplate=dict(type="str"),
+            hostname=dict(type="str"),
+            rootfs=dict(type="str"),
+            cores=dict(type="int"),
+            memory=dict(type="int"),
+            swap=dict(type="int"),
+            net=dict(type="dict"),
+            unprivileged=dict(type="bool"),
+            features=dict(type="str"),
+            onboot=dict(type="bool"),
+            timeout=dict(type="int", default=300),
+        ),
+        required_one_of=[("api_password", "api_token_id")],
+        required_together=[("api_token_id", "api_token_secret")],
+        supports_check_mode=True,
+    )
+    if not HAS_PROXMOXER:
+        module.fail_json(msg=missing_required_lib("proxmoxer"), exception=PROXMOXER_ERR)
+    p = module.params
+    node, vmid = p["node"], p["vmid"]
+    if not 100 <= vmid <= 999999999:
+        module.fail_json(msg="vmid=%d: Proxmox CT IDs are 100-999999999" % vmid)
+    auth = dict(user=p["api_user"], verify_ssl=p["validate_certs"], port=p["api_port"])
+    if p["api_token_id"]:
+        auth.update(token_name=p["api_token_id"], token_value=p["api_token_secret"])
+    else:
+        auth.update(password=p["api_password"])
+    result = dict(changed=False, created=False, changes={})
+    try:
+        api = ProxmoxAPI(p["api_host"], **auth)
+        elsewhere = [r for r in api.cluster.resources.get(type="vm") if int(r.get("vmid", 0)) == vmid]
+        if elsewhere and elsewhere[0].get("node") != node:
+            module.fail_json(msg="vmid=%d exists on node %s (a %s), not on %s: fix node or vmid"
+                             % (vmid, elsewhere[0].get("node"), elsewhere[0].get("type"), node), **result)
+        wanted = wanted_options(p)
+        exists = any(int(c.get("vmid", 0)) == vmid for c in api.nodes(node).lxc.get())
+        if not exists:
+            try:
+                params = create_params(vmid, wanted, start=p["state"] == "started")
+            except PveLxcError as exc:
+                module.fail_json(msg=str(exc), **result)
+            result.update(changed=True, created=True, changes=dict((k, v) for k, v in params.items() if k != "vmid"))
+            if module._diff:
+                result["diff"] = {"before": {}, "after": wanted}
+            if not module.check_mode:
+                upid = api.nodes(node).lxc.post(**params)
+                wait_task(module, api, node, upid, "create CT %d" % vmid)
+            result["status"] = "running" if p["state"] == "started" else "stopped"
+            module.exit_json(**result)
+
+        current = api.nodes(node).lxc(vmid).config.get()
+        changes, conflicts = config_changes(current, wanted)
+        if conflicts:
+            module.fail_json(msg="CT %d on %s: %s" % (vmid, node, "; ".join(conflicts)), **result)
+        if changes:
+            result.update(changed=True, changes=changes)
+            if module._diff:
+                result["diff"] = {"before": dict((k, current.get(k)) for k in changes), "after": changes}
+            if not module.check_mode:
+                api.nodes(node).lxc(vmid).config.put(digest=current.get("digest"), **changes)
+        status = api.nodes(node).lxc(vmid).status.current.get().get("status")
+        if p["state"] == "started" and status != "running":
+            result["changed"] = True
+            if not module.check_mode:
+                wait_task(module, api, node, api.nodes(node).lxc(vmid).status.start.post(), "start CT %d" % vmid)
+            status = "running"
+        elif p["state"] == "stopped" and status == "running":
+            result["changed"] = True
+            if not module.check_mode:
+                upid = api.nodes(node).lxc(vmid).status.shutdown.post(timeout=min(p["timeout"], 600))
+                wait_task(module, api, node, upid, "shut down CT %d" % vmid)
+            status = "stopped"
+        result["status"] = status
+    except Exception as exc:  # proxmoxer raises its own and requests' errors; name the call's target
+        module.fail_json(msg="Proxmox API at %s:%s: %s" % (p["api_host"], p["api_port"], exc), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
