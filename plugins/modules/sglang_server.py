@@ -363,6 +363,16 @@ def main():
                                         "ratio": round(float(actual) / p["plan_max_total_num_tokens"], 4)
                                         if actual and p["plan_max_total_num_tokens"] > 0 else None}
         module.exit_json(**result)
+    if systemd and out["status"] == "failed":
+        info = unit_show(unit)
+        status = info.get("ExecMainStatus") or ""
+        if status.isdigit() and out["failure"] is not None:
+            out["failure"]["exit_code"] = int(status)
+            if status == "203" and out["stale"]:
+                out["failure"].update(
+                    message="systemd could not execute %s (status 203/EXEC): not an executable" % argv[0],
+                    hint="Check python= (the SGLang venv's interpreter, role sglang_venv) exists and is executable.")
+        result.update(out)
     halt(pid)   # failed or timed out: stopped, so nothing restarts it in a loop
     write_state(state_path, {"pid": None, "config_hash": "", "launch_id": launch_id, "log_path": log_path,
                              "log_offset": offset, "argv": argv, "manager": p["manager"]})
