@@ -1,0 +1,22 @@
+"""nvidia_driver on the lab host: the pinned installer ran once with the right flags, nouveau is
+blacklisted, the units that make nvidia-uvm exist before the guests are enabled."""
+
+testinfra_hosts = ["ansible://pvehost"]
+
+
+def test_installer_ran_exactly_once_silently_with_dkms_and_open_modules(host):
+    runs = host.file("/var/log/gpuserve-fake-nvidia-installer.log").content_string.splitlines()
+    assert runs == ["--silent --dkms --no-x-check --no-nouveau-check --kernel-module-type=open"]
+    assert host.file("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.570.153.02").exists
+
+
+def test_nouveau_is_blacklisted(host):
+    conf = host.file("/etc/modprobe.d/gpuserve-blacklist-nouveau.conf")
+    assert conf.mode == 0o644 and "blacklist nouveau" in conf.content_string.splitlines()
+
+
+def test_device_nodes_unit_runs_before_the_guests_and_units_are_enabled(host):
+    unit = host.file("/etc/systemd/system/gpuserve-nvidia-devices.service").content_string
+    assert "Before=pve-guests.service lxc.service" in unit and "ExecStart=/usr/bin/nvidia-modprobe -u -c=0" in unit
+    for name in ("gpuserve-nvidia-devices.service", "nvidia-persistenced.service"):
+        assert host.run("systemctl is-enabled %s", name).stdout.strip() == "enabled"
