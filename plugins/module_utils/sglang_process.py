@@ -345,6 +345,9 @@ def server_info(base_url, api_key=None):
 
 # --- systemd manager: the unit (installed by the sglang_server role) runs SGLang; we start and watch it ---
 
+_SYSTEMD_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "%": "%%", "$": "$$"}
+
+
 def systemd_exec_line(argv):
     """argv -> an ExecStart= value that systemd splits back into exactly argv (systemd.syntax(7) quoting).
 
@@ -354,18 +357,8 @@ def systemd_exec_line(argv):
     for arg in argv:
         out = []
         for ch in arg:
-            if ch == "\\":
-                out.append("\\\\")
-            elif ch == '"':
-                out.append('\\"')
-            elif ch == "\n":
-                out.append("\\n")
-            elif ch == "\t":
-                out.append("\\t")
-            elif ch == "%":
-                out.append("%%")
-            elif ch == "$":
-                out.append("$$")
+            if ch in _SYSTEMD_ESCAPES:
+                out.append(_SYSTEMD_ESCAPES[ch])
             elif ord(ch) < 32 or ord(ch) == 127:
                 out.append("\\x%02x" % ord(ch))
             else:

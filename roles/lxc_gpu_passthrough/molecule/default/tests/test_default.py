@@ -1,18 +1,13 @@
 """devN passthrough: the CT config has one devN per node and every node opens inside CT 100 with ENXIO
 (allowed by the device cgroup; no driver behind the lab's fake nodes)."""
 import json
+import os
 
 testinfra_hosts = ["ansible://pvehost"]
 
 NODES = ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
-OPEN = ("import errno, json, os, sys\n"
-        "out = {}\n"
-        "for p in sys.argv[1:]:\n"
-        "    try:\n"
-        "        os.close(os.open(p, os.O_RDWR)); out[p] = 'open'\n"
-        "    except OSError as e:\n"
-        "        out[p] = errno.errorcode[e.errno]\n"
-        "print(json.dumps(out))\n")
+with open(os.path.join(os.environ["GPUSERVE_ROOT"], "tests", "lab", "probes", "open_nodes.py")) as _fh:
+    OPEN = _fh.read()   # the probe run inside CT 100 (ENXIO = allowed, EPERM = denied, ENOENT = absent)
 
 
 def guest_open(host, nodes):

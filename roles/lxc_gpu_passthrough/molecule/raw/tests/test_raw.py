@@ -1,17 +1,12 @@
 """Raw passthrough of GPU 0: exact c MAJOR:MINOR rules and bind mounts in the main section, operator
 lines and the snapshot section untouched; GPU 0 opens with ENXIO inside, GPU 1 is denied (EPERM)."""
 import json
+import os
 
 testinfra_hosts = ["ansible://pvehost"]
 
-OPEN = ("import errno, json, os, sys\n"
-        "out = {}\n"
-        "for p in sys.argv[1:]:\n"
-        "    try:\n"
-        "        os.close(os.open(p, os.O_RDWR)); out[p] = 'open'\n"
-        "    except OSError as e:\n"
-        "        out[p] = errno.errorcode[e.errno]\n"
-        "print(json.dumps(out))\n")
+with open(os.path.join(os.environ["GPUSERVE_ROOT"], "tests", "lab", "probes", "open_nodes.py")) as _fh:
+    OPEN = _fh.read()   # the probe run inside CT 100 (ENXIO = allowed, EPERM = denied, ENOENT = absent)
 
 
 def conf(host):
