@@ -1,0 +1,15 @@
+"""The lab inventory pins the stand-in installer's sha256 as an operator pins NVIDIA's: keep them in step."""
+import hashlib
+import os
+
+import yaml
+
+from unit_helpers import ROOT
+
+
+def test_lab_pins_the_sha256_of_the_stand_in_runfile():
+    with open(os.path.join(ROOT, "inventory", "lab", "group_vars", "pve_nodes.yml")) as fh:
+        lab = yaml.safe_load(fh)
+    run = os.path.join(ROOT, "tests", "lab", "fake-nvidia", "NVIDIA-Linux-x86_64-%s.run" % lab["nvidia_driver_version"])
+    with open(run, "rb") as fh:
+        assert hashlib.sha256(fh.read()).hexdigest() == lab["nvidia_driver_runfile_sha256"]
