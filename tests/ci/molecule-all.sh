@@ -10,7 +10,16 @@ dirs=("$root/tests/lab")
 for d in "$root"/roles/*/; do
   [ -d "$d/molecule" ] && dirs+=("${d%/}")
 done
+# A scenario that fails is run once more and the first failure is reported as FLAKY in the output: the
+# lab's SSH/pct transport has dropped a session under load (paramiko "exited with result -1") once in
+# CI; a real failure fails twice.
 for d in "${dirs[@]}"; do
-  echo "--- molecule test --all in ${d#"$root"/}"
-  (cd "$d" && molecule -c "$root/tests/lab/molecule/base.yml" test --all)
+  for s in "$d"/molecule/*/molecule.yml; do
+    name="$(basename "$(dirname "$s")")"
+    echo "--- molecule test -s $name in ${d#"$root"/}"
+    if ! (cd "$d" && molecule -c "$root/tests/lab/molecule/base.yml" test -s "$name"); then
+      echo "FLAKY? scenario $name in ${d#"$root"/} failed; running it once more" | tee -a "$root/build/molecule-flaky.log"
+      (cd "$d" && molecule -c "$root/tests/lab/molecule/base.yml" test -s "$name")
+    fi
+  done
 done
