@@ -151,18 +151,23 @@ def http_get(url, timeout=2.0, api_key=None):
         conn.close()
 
 
-def launch(argv, env, log_path, cwd=None):
-    """Append a launch marker to the log, start argv detached; return (proc, launch_id, offset, error)."""
+def _open_log_with_marker(log_path, note=""):
+    """Open the log for appending, write this launch's marker; return (file, launch_id, offset after it)."""
     launch_id = uuid.uuid4().hex[:12]
     d = os.path.dirname(log_path)
     if d and not os.path.isdir(d):
         os.makedirs(d, 0o750)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
     logf = os.fdopen(fd, "ab")
+    logf.write(("# gpuserve launch %s at %s%s\n" % (launch_id, time.strftime("%Y-%m-%d %H:%M:%S"), note)).encode())
+    logf.flush()
+    return logf, launch_id, logf.tell()
+
+
+def launch(argv, env, log_path, cwd=None):
+    """Append a launch marker to the log, start argv detached; return (proc, launch_id, offset, error)."""
+    logf, launch_id, offset = _open_log_with_marker(log_path)
     try:
-        logf.write(("# gpuserve launch %s at %s\n" % (launch_id, time.strftime("%Y-%m-%d %H:%M:%S"))).encode())
-        logf.flush()
-        offset = logf.tell()
         full_env = dict(os.environ)
         full_env.update(env or {})
         try:
@@ -402,16 +407,8 @@ def unit_show(unit):
 
 def systemd_start(unit, log_path, restart=True, wait=15.0):
     """Append a launch marker to the unit's log, (re)start the unit; return (pid, launch_id, offset, error)."""
-    launch_id = uuid.uuid4().hex[:12]
-    d = os.path.dirname(log_path)
-    if d and not os.path.isdir(d):
-        os.makedirs(d, 0o750)
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
-    with os.fdopen(fd, "ab") as logf:
-        logf.write(("# gpuserve launch %s at %s (systemd %s)\n"
-                    % (launch_id, time.strftime("%Y-%m-%d %H:%M:%S"), unit)).encode())
-        logf.flush()
-        offset = logf.tell()
+    logf, launch_id, offset = _open_log_with_marker(log_path, " (systemd %s)" % unit)
+    logf.close()
     systemctl("daemon-reload")
     systemctl("reset-failed", unit)
     rc, _out, err = systemctl("restart" if restart else "start", unit)
