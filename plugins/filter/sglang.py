@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import ArgvError, server_argv
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import parse_log
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import systemd_exec_line
+from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import flash_attn_mismatches, max_build_jobs, parse_lock
 
 
 def sglang_log(text):
@@ -32,6 +33,23 @@ def sglang_systemd_exec(argv):
     return systemd_exec_line(list(argv))
 
 
+def uv_lock_pins(text):
+    if not isinstance(text, str):
+        raise AnsibleFilterError("uv_lock_pins: expected the text of a lock file")
+    return parse_lock(text)
+
+
+def flash_attn_wheel_problems(filename, torch_version, cuda_version, python_version, cxx11abi=True, machine="x86_64"):
+    return flash_attn_mismatches(str(filename), str(torch_version), str(cuda_version), str(python_version),
+                                 bool(cxx11abi), str(machine))
+
+
+def flash_attn_max_jobs(cpus, mem_total_mib, mib_per_job=6144):
+    return max_build_jobs(cpus, mem_total_mib, mib_per_job)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"sglang_log": sglang_log, "sglang_argv": sglang_argv, "sglang_systemd_exec": sglang_systemd_exec}
+        return {"sglang_log": sglang_log, "sglang_argv": sglang_argv, "sglang_systemd_exec": sglang_systemd_exec,
+                "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,
+                "flash_attn_max_jobs": flash_attn_max_jobs}

@@ -201,6 +201,13 @@ all:
 """
 
 
+def site_ca_mount():
+    """This machine's CA bundle for the lab's guests: where HTTPS to the package index passes a site proxy
+    with its own CA (as here), the guests must trust what the machine trusts, as a site's hosts would."""
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    return ["-v", "%s:/var/lib/gpuserve-lab/site-ca.crt:ro" % bundle] if os.path.isfile(bundle) else []
+
+
 def up():
     clean()
     base, tar = debian_image()
@@ -212,6 +219,7 @@ def up():
            "--stop-signal=SIGRTMIN+3", "--ip", HOST_IP,
            "-v", "%s:/var/lib/gpuserve-lab/rootfs.tar:ro" % tar,
            "-v", "%s.pub:/root/.ssh/authorized_keys:ro" % key,
+           *site_ca_mount(),
            host, "/sbin/init", stdout=subprocess.DEVNULL)
     wait_for("sshd on %s" % HOST_IP, lambda: tcp_open(22) and ssh_ok(key, "true").returncode == 0, 90)
     wait_for("CT 100", lambda: ssh_ok(key, "pct", "status", "100").stdout.strip() == "status: running", 90)

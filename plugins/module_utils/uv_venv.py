@@ -1,0 +1,135 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The decisions behind a venv built from a lock file (module uv_venv, role sglang_venv). Stdlib only.
+
+A build lives in <store>/<build id>/ and the venv path is a symlink to the active build, so a new pin is
+built beside the one in service and switched in with one rename; the build id is a digest of everything
+that decides the venv's content (lock, interpreter, package selection, extras, indexes).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import re
+
+MARKER = ".gpuserve-build.json"
+
+_REQ_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)")
+# flash_attn-2.8.3+cu12torch2.8cxx11abiTRUE-cp311-cp311-linux_x86_64.whl (the upstream release naming)
+_FA_WHEEL = re.compile(
+    r"^flash_attn-(?P<version>[0-9][^+-]*)(?:\+cu(?P<cuda>\d+)torch(?P<torch>\d+\.\d+)cxx11abi(?P<abi>TRUE|FALSE))?"
+    r"-(?P<python>cp\d+)-(?P<abi_tag>[a-z0-9_]+)-(?P<platform>[a-z0-9_]+)\.whl$")
+
+
+def normalize_name(name):
+    """PEP 503 name normalisation (Flash_Attn -> flash-attn)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_lock(text):
+    """Pinned versions of a `uv pip compile` output: {normalized name: version}.
+
+    A package pinned differently per marker (numpy on 3.10 vs 3.11) keeps every version, comma-joined.
+    """
+    pins = {}
+    for line in text.splitlines():
+        m = _REQ_LINE.match(line.strip())
+        if not m:
+            continue
+        name = normalize_name(m.group(1))
+        if name in pins and m.group(2) not in pins[name].split(","):
+            pins[name] = pins[name] + "," + m.group(2)
+        else:
+            pins.setdefault(name, m.group(2))
+    return pins
+
+
+def build_id(lock_sha256, python_version, packages=(), packages_no_deps=(), extra=(), sources=None):
+    """A short, stable digest of what decides a build's content."""
+    doc = {
+        "lock": lock_sha256,
+        "python": python_version,
+        "packages": sorted(packages),
+        "packages_no_deps": sorted(packages_no_deps),
+        "extra": list(extra),
+        "sources": sources or {},
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+def decide(active_id, wanted_id, wanted_complete, wanted_exists):
+    """What to do: 'none' (in service), 'switch' (a complete build of it exists), 'build', or 'repair'
+    (a build directory of it exists without its completion marker: an interrupted install)."""
+    if active_id == wanted_id and wanted_complete:
+        return "none"
+    if wanted_complete:
+        return "switch"
+    if wanted_exists:
+        return "repair"
+    return "build"
+
+
+def prune(builds, active_id, keep):
+    """Which build ids to remove: all but the active one and the `keep` newest others.
+
+    builds: [(build id, created timestamp)]. Incomplete builds are not listed here (the caller removes
+    them only when it rebuilds that id)."""
+    others = sorted((b for b in builds if b[0] != active_id), key=lambda b: b[1], reverse=True)
+    return [b[0] for b in others[max(keep, 0):]]
+
+
+def parse_flash_attn_wheel(filename):
+    """Tags of a flash-attn wheel file name, or None when the name is not a flash-attn wheel."""
+    m = _FA_WHEEL.match(filename.rsplit("/", 1)[-1])
+    if not m:
+        return None
+    d = m.groupdict()
+    return {
+        "version": d["version"],
+        "cuda_major": d["cuda"],
+        "torch": d["torch"],
+        "cxx11abi": None if d["abi"] is None else d["abi"] == "TRUE",
+        "python": d["python"],
+        "platform": d["platform"],
+    }
+
+
+def flash_attn_mismatches(filename, torch_version, cuda_version, python_version, cxx11abi=True, machine="x86_64"):
+    """Why a flash-attn wheel cannot work in the venv (empty list: it matches).
+
+    torch_version: the lock's torch (2.9.1); cuda_version: torch's CUDA build (12.8); python_version:
+    the venv interpreter (3.11.2); cxx11abi: torch's C++ ABI (PyPI wheels since torch 2.7: True)."""
+    tags = parse_flash_attn_wheel(filename)
+    if tags is None:
+        return ["%s is not a flash-attn wheel file name (flash_attn-<version>+cu<N>torch<X.Y>cxx11abi<TRUE|FALSE>"
+                "-cp<NN>-cp<NN>-linux_<arch>.whl)" % filename]
+    problems = []
+    py_tag = "cp" + "".join(str(python_version).split(".")[:2])
+    if tags["python"] != py_tag:
+        problems.append("Python: the wheel is %s, the venv's interpreter is %s (%s)" % (tags["python"], python_version, py_tag))
+    if not tags["platform"].endswith(machine):
+        problems.append("platform: the wheel is %s, the host is %s" % (tags["platform"], machine))
+    if tags["torch"] is not None:
+        torch_mm = ".".join(str(torch_version).split(".")[:2])
+        if tags["torch"] != torch_mm:
+            problems.append("torch: the wheel is built for torch %s, the venv has torch %s" % (tags["torch"], torch_version))
+        cuda_major = str(cuda_version).split(".", 1)[0]
+        if tags["cuda_major"] != cuda_major:
+            problems.append("CUDA: the wheel is built for CUDA %s, torch %s is a CUDA %s build"
+                            % (tags["cuda_major"], torch_version, cuda_version))
+        if tags["cxx11abi"] != bool(cxx11abi):
+            problems.append("C++ ABI: the wheel has cxx11abi=%s, torch %s has cxx11abi=%s"
+                            % (tags["cxx11abi"], torch_version, bool(cxx11abi)))
+    return problems
+
+
+def max_build_jobs(cpus, mem_total_mib, mib_per_job=6144):
+    """MAX_JOBS for a flash-attn source build: bounded by the CPUs and by memory (each nvcc job of
+    flash-attn takes several GiB; too many jobs get the build OOM-killed)."""
+    by_mem = int(mem_total_mib) // int(mib_per_job)
+    return max(1, min(int(cpus), by_mem))

@@ -1,0 +1,397 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: uv_venv
+short_description: A Python venv built with uv from a lock file, switched in atomically
+version_added: 0.2.0
+description:
+  - Builds a virtual environment with C(uv venv) and C(uv pip sync) (or C(uv pip install) constrained by the
+    lock) in C(<store>/<build id>/), then points O(path) (a symlink) at it with one rename. The venv in
+    service is never modified: a new pin, interpreter or package selection is a new build beside it.
+  - The build id is a digest of the lock file, the interpreter version, the package selection, the extras
+    and the package sources, so a second run with the same inputs finds its build and changes nothing.
+  - A build directory without its completion marker (an install that was interrupted) is removed and built
+    again; a failed build is removed and O(path) is left as it was.
+  - Hashes in the lock (C(uv pip compile --generate-hashes)) are verified by uv, also when the lock is used
+    as constraints.
+author:
+  - gpuserve.sglang contributors (@gpuserve)
+options:
+  path:
+    description:
+      - The venv path services use (C(<path>/bin/python)). A symlink this module manages; an existing real
+        directory there is refused (move it away first).
+    type: path
+    required: true
+  store:
+    description: Where builds live. Defaults to C(<path>.builds).
+    type: path
+  uv:
+    description: The uv binary.
+    type: path
+    required: true
+  python:
+    description:
+      - Interpreter for the venv, a path or a version request uv understands (C(3.11), C(/usr/bin/python3)).
+    type: str
+    default: /usr/bin/python3
+  python_downloads:
+    description: Let uv download a managed Python when O(python) is not installed (many sites cannot reach those downloads).
+    type: bool
+    default: false
+  lock:
+    description: The lock file on the target (C(uv pip compile) output, ideally with hashes).
+    type: path
+    required: true
+  packages:
+    description:
+      - Install only these requirements (with their dependencies), constrained by the lock, instead of the
+        whole lock. Empty with O(packages_no_deps) empty means the whole lock (C(uv pip sync)).
+    type: list
+    elements: str
+    default: []
+  packages_no_deps:
+    description: Requirements installed without their dependencies, constrained by the lock.
+    type: list
+    elements: str
+    default: []
+  extra:
+    description:
+      - Requirements installed after the lock (a wheel path, a URL, C(name==version)), without dependencies
+        (those must be in the lock), constrained by the lock. flash-attn goes here.
+    type: list
+    elements: str
+    default: []
+  no_build_isolation:
+    description: Packages built without build isolation (C(flash-attn) built from source needs the venv's torch).
+    type: list
+    elements: str
+    default: []
+  index_url:
+    description: Package index instead of PyPI (a mirror, or a proxy).
+    type: str
+  extra_index_urls:
+    description: More package indexes.
+    type: list
+    elements: str
+    default: []
+  find_links:
+    description: Wheelhouse directories or URLs.
+    type: list
+    elements: str
+    default: []
+  no_index:
+    description: Use only O(find_links) (a wheelhouse), no package index (C(--no-index)).
+    type: bool
+    default: false
+  offline:
+    description: Use only the uv cache and O(find_links) (C(--offline)).
+    type: bool
+    default: false
+  environment:
+    description:
+      - Secret environment for uv (C(HTTPS_PROXY) with credentials, C(UV_INDEX_*_PASSWORD), ...). Not logged, and
+        Ansible masks every occurrence of each value in the output, so keep short non-secret values out of it.
+    type: dict
+    default: {}
+  public_environment:
+    description: Non-secret environment for uv (C(UV_NATIVE_TLS), C(SSL_CERT_FILE), C(MAX_JOBS), C(CUDA_HOME), ...).
+    type: dict
+    default: {}
+  owner:
+    description: Build as this user (the service account); the store belongs to it. Needs the module to run as root.
+    type: str
+  keep:
+    description: Previous complete builds kept for a quick switch back.
+    type: int
+    default: 1
+extends_documentation_fragment:
+  - gpuserve.sglang.attributes
+attributes:
+  diff_mode:
+    support: full
+notes:
+  - The decisions (build id, what to do, pruning, flash-attn wheel checks) are plain Python in
+    C(plugins/module_utils/uv_venv.py), unit-tested directly.
+seealso:
+  - module: gpuserve.sglang.sglang_server
+"""
+
+EXAMPLES = r"""
+- name: SGLang 0.5.9 with its whole pin set, as the service user
+  gpuserve.sglang.uv_venv:
+    path: /opt/sglang/venv
+    uv: /opt/sglang/tools/uv/bin/uv
+    lock: /opt/sglang/locks/sglang-0.5.9.lock
+    owner: sglang
+
+- name: The same lock, only sglang and what importing it needs (a lab without GPUs)
+  gpuserve.sglang.uv_venv:
+    path: /opt/sglang/venv
+    uv: /opt/sglang/tools/uv/bin/uv
+    lock: /opt/sglang/locks/sglang-0.5.9.lock
+    packages_no_deps: [sglang==0.5.9]
+    packages: [numpy, requests, pydantic]
+"""
+
+RETURN = r"""
+decision:
+  description: C(none), C(switch) (to an existing complete build), C(build), or C(repair) (an interrupted build redone).
+  returned: always
+  type: str
+build:
+  description: The build id in service after the run (in check mode, the one that would be).
+  returned: always
+  type: str
+build_path:
+  description: The build directory behind O(path).
+  returned: always
+  type: str
+previous:
+  description: The build id that was in service before, if any.
+  returned: always
+  type: str
+python:
+  description: The venv's interpreter (through O(path)).
+  returned: always
+  type: str
+python_version:
+  description: Version of the interpreter the venv is built on.
+  returned: always
+  type: str
+lock_sha256:
+  description: SHA-256 of the lock file.
+  returned: always
+  type: str
+pins:
+  description: Number of pinned packages in the lock.
+  returned: always
+  type: int
+removed:
+  description: Old builds removed (beyond O(keep)).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import (
+    MARKER, build_id, decide, parse_lock, prune)
+
+
+class Builder(object):
+    def __init__(self, module):
+        self.module = module
+        self.p = module.params
+        self.env = dict((k, str(v)) for k, v in (self.p["public_environment"] or {}).items())
+        self.env.update((k, str(v)) for k, v in (self.p["environment"] or {}).items())
+        self.env["UV_PYTHON_DOWNLOADS"] = "automatic" if self.p["python_downloads"] else "never"
+        self.env["UV_NO_PROGRESS"] = "1"
+        self.user = None
+        if self.p["owner"]:
+            try:
+                self.user = pwd.getpwnam(self.p["owner"])
+            except KeyError:
+                module.fail_json(msg="owner=%s: no such user on the target; create the service account first" % self.p["owner"])
+            self.env["HOME"] = self.user.pw_dir
+            self.env["USER"] = self.user.pw_name
+
+    def run(self, argv, what):
+        if self.user is not None and os.geteuid() == 0 and self.user.pw_uid != 0:
+            argv = ["runuser", "-u", self.user.pw_name, "--"] + argv
+        rc, out, err = self.module.run_command(argv, environ_update=self.env, cwd="/")
+        if rc != 0:
+            return "%s failed (rc=%d): %s" % (what, rc, (err or out).strip()[-3000:])
+        self.last_out = out
+        return None
+
+    def source_args(self):
+        args = []
+        if self.p["index_url"]:
+            args += ["--index-url", self.p["index_url"]]
+        for url in self.p["extra_index_urls"]:
+            args += ["--extra-index-url", url]
+        for loc in self.p["find_links"]:
+            args += ["--find-links", loc]
+        if self.p["no_index"]:
+            args.append("--no-index")
+        if self.p["offline"]:
+            args.append("--offline")
+        return args
+
+
+def read_marker(build_dir):
+    try:
+        with open(os.path.join(build_dir, MARKER)) as f:
+            return json.load(f)
+    except (IOError, OSError, ValueError):
+        return None
+
+
+def chown_tree(path, user):
+    for root, dirs, files in os.walk(path):
+        for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+            os.lchown(name, user.pw_uid, user.pw_gid)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            store=dict(type="path"),
+            uv=dict(type="path", required=True),
+            python=dict(type="str", default="/usr/bin/python3"),
+            python_downloads=dict(type="bool", default=False),
+            lock=dict(type="path", required=True),
+            packages=dict(type="list", elements="str", default=[]),
+            packages_no_deps=dict(type="list", elements="str", default=[]),
+            extra=dict(type="list", elements="str", default=[]),
+            no_build_isolation=dict(type="list", elements="str", default=[]),
+            index_url=dict(type="str"),
+            extra_index_urls=dict(type="list", elements="str", default=[]),
+            find_links=dict(type="list", elements="str", default=[]),
+            no_index=dict(type="bool", default=False),
+            offline=dict(type="bool", default=False),
+            environment=dict(type="dict", default={}, no_log=True),
+            public_environment=dict(type="dict", default={}),
+            owner=dict(type="str"),
+            keep=dict(type="int", default=1),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    path = p["path"].rstrip("/")
+    store = (p["store"] or path + ".builds").rstrip("/")
+    b = Builder(module)
+
+    # Preflight: nothing on disk changes before every input has been checked.
+    if not (os.path.isfile(p["uv"]) and os.access(p["uv"], os.X_OK)):
+        module.fail_json(msg="uv=%s is not an executable file; install uv first (role sglang_venv does)" % p["uv"])
+    try:
+        with open(p["lock"], "rb") as f:
+            lock_bytes = f.read()
+    except (IOError, OSError) as e:
+        module.fail_json(msg="lock=%s cannot be read (%s); copy the lock file to the target first" % (p["lock"], e))
+    pins = parse_lock(lock_bytes.decode("utf-8", "replace"))
+    if not pins:
+        module.fail_json(msg="lock=%s pins no package (expected `uv pip compile` output: name==version lines)" % p["lock"])
+    if os.path.lexists(path) and not os.path.islink(path):
+        module.fail_json(msg="path=%s exists and is not a symlink managed by this module (a venv built by hand?); "
+                             "move it away or choose another path" % path)
+    err = b.run([p["uv"], "python", "find", "--no-project", p["python"]], "finding Python %s" % p["python"])
+    if err:
+        module.fail_json(msg="python=%s: no such interpreter on the target (%s). Install it (apt install python3.X) "
+                             "or point python at one that exists%s" % (
+                                 p["python"], err.splitlines()[-1] if err else "",
+                                 "" if p["python_downloads"] else ", or allow python_downloads"))
+    interpreter = b.last_out.strip().splitlines()[-1]
+    rc, out, err = module.run_command([interpreter, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"])
+    if rc != 0:
+        module.fail_json(msg="python=%s (%s) does not run: %s" % (p["python"], interpreter, err.strip()))
+    py_version = out.strip()
+
+    lock_sha = hashlib.sha256(lock_bytes).hexdigest()
+    sources = dict(index_url=p["index_url"] or "", extra_index_urls=p["extra_index_urls"], find_links=p["find_links"],
+                   no_index=p["no_index"])
+    wanted = build_id(lock_sha, py_version, p["packages"], p["packages_no_deps"], p["extra"], sources)
+    build_dir = os.path.join(store, wanted)
+    active_target = os.path.realpath(path) if os.path.islink(path) else ""
+    active_id = os.path.basename(active_target) if os.path.dirname(active_target) == os.path.realpath(store) else ""
+    marker = read_marker(build_dir)
+    action = decide(active_id, wanted, marker is not None and marker.get("build") == wanted, os.path.isdir(build_dir))
+
+    result = dict(changed=action != "none", decision=action, build=wanted, build_path=build_dir, previous=active_id,
+                  python=os.path.join(path, "bin", "python"), python_version=py_version, lock_sha256=lock_sha,
+                  pins=len(pins), removed=[])
+    if module._diff and action != "none":
+        result["diff"] = dict(before="%s -> %s\n" % (path, active_target or "(none)"), after="%s -> %s\n" % (path, build_dir))
+    if module.check_mode or action == "none":
+        module.exit_json(**result)
+
+    if action in ("build", "repair"):
+        if os.path.lexists(build_dir):
+            shutil.rmtree(build_dir)
+        if not os.path.isdir(store):
+            os.makedirs(store, 0o755)
+        if b.user is not None:
+            os.chown(store, b.user.pw_uid, b.user.pw_gid)
+        failure = build(b, p, interpreter, build_dir)
+        if failure:
+            shutil.rmtree(build_dir, ignore_errors=True)
+            result.update(changed=False, build=active_id, build_path=active_target)
+            module.fail_json(msg="%s; the venv in service (%s) is untouched" % (failure, active_target or "none"), **result)
+        with open(os.path.join(build_dir, MARKER), "w") as f:
+            json.dump(dict(build=wanted, lock_sha256=lock_sha, python=py_version, packages=p["packages"],
+                           packages_no_deps=p["packages_no_deps"], extra=p["extra"], created=time.time()), f)
+        if b.user is not None:
+            chown_tree(build_dir, b.user)
+
+    # Atomic switch: a new symlink beside the old one, renamed over it.
+    tmp_link = "%s.new-%d" % (path, os.getpid())
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        os.makedirs(parent, 0o755)
+    os.symlink(build_dir, tmp_link)
+    os.rename(tmp_link, path)
+
+    builds = []
+    for name in os.listdir(store):
+        m = read_marker(os.path.join(store, name))
+        if m is not None and m.get("build") == name:
+            builds.append((name, m.get("created", 0)))
+    for old in prune(builds, wanted, p["keep"]):
+        shutil.rmtree(os.path.join(store, old), ignore_errors=True)
+        result["removed"].append(old)
+    module.exit_json(**result)
+
+
+def build(b, p, interpreter, build_dir):
+    uv = p["uv"]
+    err = b.run([uv, "venv", "--no-project", "--python", interpreter, build_dir], "uv venv")
+    if err:
+        return err
+    py = ["--python", os.path.join(build_dir, "bin", "python")]
+    src = b.source_args()
+    nbi = []
+    for name in p["no_build_isolation"]:
+        nbi += ["--no-build-isolation-package", name]
+    if not p["packages"] and not p["packages_no_deps"]:
+        err = b.run([uv, "pip", "sync"] + py + src + nbi + [p["lock"]], "uv pip sync of %s" % p["lock"])
+        if err:
+            return err
+    if p["packages_no_deps"]:
+        err = b.run([uv, "pip", "install"] + py + src + nbi + ["--no-deps", "-c", p["lock"]] + p["packages_no_deps"],
+                    "uv pip install --no-deps %s" % " ".join(p["packages_no_deps"]))
+        if err:
+            return err
+    if p["packages"]:
+        err = b.run([uv, "pip", "install"] + py + src + nbi + ["-c", p["lock"]] + p["packages"],
+                    "uv pip install %s" % " ".join(p["packages"]))
+        if err:
+            return err
+    if p["extra"]:
+        err = b.run([uv, "pip", "install"] + py + src + nbi + ["--no-deps", "-c", p["lock"]] + p["extra"],
+                    "uv pip install %s" % " ".join(p["extra"]))
+        if err:
+            return err
+    return None
+
+
+if __name__ == "__main__":
+    main()

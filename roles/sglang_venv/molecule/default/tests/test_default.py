@@ -1,0 +1,40 @@
+"""sglang_venv in the lab's CT 100: the venv path is a symlink to one complete build owned by the service
+account, the real sglang 0.5.9 imports from it, uv is the pinned one and belongs to the service account."""
+import json
+
+testinfra_hosts = ["ansible://ct100"]
+
+
+def test_venv_is_a_symlink_to_a_complete_build(host):
+    link = host.file("/opt/sglang/venv")
+    assert link.is_symlink
+    target = link.linked_to
+    assert target.startswith("/opt/sglang/venv.builds/")
+    marker = json.loads(host.file(target + "/.gpuserve-build.json").content_string)
+    assert marker["build"] == target.rsplit("/", 1)[1]
+    assert marker["packages_no_deps"] == ["sglang==0.5.9"]
+    # nothing else in the store: no half-built directories left by the refusals
+    assert host.run("ls /opt/sglang/venv.builds").stdout.split() == [marker["build"]]
+
+
+def test_the_build_belongs_to_the_service_account(host):
+    assert host.file("/opt/sglang/venv/bin/python").user == "sglang"
+    foreign = host.run("find /opt/sglang/venv.builds /opt/sglang/tools/uv ! -user sglang -print -quit")
+    assert foreign.rc == 0 and foreign.stdout.strip() == ""
+
+
+def test_real_sglang_imports_at_the_pinned_version_with_the_lock_versions(host):
+    out = host.run("runuser -u sglang -- /opt/sglang/venv/bin/python -c %s",
+                   "import sglang, numpy, flash_attn; print(sglang.__version__, numpy.__version__, flash_attn.__version__)")
+    assert out.rc == 0, out.stderr
+    sglang_v, numpy_v, fa_v = out.stdout.split()
+    assert sglang_v == "0.5.9"
+    assert numpy_v == "2.4.6"  # the lock's numpy for Python 3.11
+    assert fa_v == "2.8.3+cu12torch2.9cxx11abiTRUE"
+
+
+def test_uv_is_pinned_and_the_service_accounts_tool(host):
+    out = host.run("/opt/sglang/tools/uv/bin/uv --version")
+    assert out.rc == 0 and out.stdout.split()[:2] == ["uv", "0.9.30"]
+    assert host.file("/opt/sglang/tools/uv/bin/uv").user == "sglang"
+    assert host.user("sglang").shell == "/usr/sbin/nologin"

@@ -1,0 +1,149 @@
+"""uv_venv through Ansible with the real uv, real venvs and a local wheelhouse (no network): build, no-op,
+switch, prune, repair after an interruption, and refusals that leave the venv in service untouched."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_helpers import ROOT, VENV_BIN, run_module
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "lab"))
+from make_wheel import make_wheel  # noqa: E402  pylint: disable=wrong-import-position
+
+M = "gpuserve.sglang.uv_venv"
+UV = os.path.join(VENV_BIN, "uv")
+
+
+@pytest.fixture
+def site(tmp_path):
+    wh = tmp_path / "wheelhouse"
+    for name, version, req in [("alpha", "1.0", ["beta"]), ("alpha", "2.0", ["beta"]), ("beta", "1.0", []),
+                               ("gamma", "1.0", [])]:
+        make_wheel(str(wh), name, version, requires=req)
+    return {"wh": str(wh), "tmp": tmp_path, "path": str(tmp_path / "opt" / "venv")}
+
+
+def lock(site, *reqs, name="app.lock"):
+    """A real lock: uv pip compile against the wheelhouse, with hashes."""
+    src = site["tmp"] / (name + ".in")
+    src.write_text("\n".join(reqs) + "\n")
+    out = site["tmp"] / name
+    subprocess.run([UV, "pip", "compile", "-q", "--no-index", "--find-links", site["wh"], "--generate-hashes",
+                    str(src), "-o", str(out)], check=True, env=dict(os.environ, UV_PYTHON_DOWNLOADS="never"))
+    return str(out)
+
+
+def args(site, lockfile, **kw):
+    a = {"path": site["path"], "uv": UV, "python": sys.executable, "lock": lockfile, "no_index": True,
+         "find_links": [site["wh"]]}
+    a.update(kw)
+    return a
+
+
+def venv_python_says(site, code):
+    return subprocess.run([os.path.join(site["path"], "bin", "python"), "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_build_then_second_run_is_a_no_op(site):
+    lk = lock(site, "alpha==1.0")
+    r = run_module(M, args(site, lk))
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["changed"] is True and r["decision"] == "build" and r["pins"] == 2
+    assert os.path.islink(site["path"]) and os.path.realpath(site["path"]) == r["build_path"]
+    assert venv_python_says(site, "import alpha, beta; print(alpha.__version__, beta.__version__)") == "1.0 1.0"
+    again = run_module(M, args(site, lk))
+    assert again["changed"] is False and again["decision"] == "none" and again["build"] == r["build"]
+
+
+def test_check_mode_predicts_a_build_and_writes_nothing(site):
+    r = run_module(M, args(site, lock(site, "alpha==1.0")), check=True)
+    assert r["changed"] is True and r["decision"] == "build"
+    assert not os.path.lexists(site["path"]) and not os.path.exists(site["path"] + ".builds")
+
+
+def test_a_new_pin_is_built_beside_the_old_one_then_switched_and_old_builds_pruned(site):
+    first = run_module(M, args(site, lock(site, "alpha==1.0", name="a1.lock")))
+    second = run_module(M, args(site, lock(site, "alpha==2.0", name="a2.lock")))
+    assert second["decision"] == "build" and second["previous"] == first["build"]
+    assert venv_python_says(site, "import alpha; print(alpha.__version__)") == "2.0"
+    assert os.path.isdir(first["build_path"])  # keep=1: the previous build stays for a quick switch back
+    back = run_module(M, args(site, lock(site, "alpha==1.0", name="a1.lock")))
+    assert back["decision"] == "switch" and back["build"] == first["build"] and back["removed"] == []
+    assert venv_python_says(site, "import alpha; print(alpha.__version__)") == "1.0"
+    third = run_module(M, args(site, lock(site, "gamma==1.0", name="g.lock"), keep=0))
+    assert sorted(third["removed"]) == sorted([first["build"], second["build"]])
+    assert sorted(os.listdir(site["path"] + ".builds")) == [third["build"]]
+
+
+def test_only_the_selected_packages_of_the_lock(site):
+    lk = lock(site, "alpha==1.0", "gamma==1.0")
+    r = run_module(M, args(site, lk, packages_no_deps=["alpha"], packages=["gamma"]))
+    assert r["changed"] is True
+    assert venv_python_says(site, "import importlib.util as u; print([n for n in ('alpha','beta','gamma') if u.find_spec(n)])") \
+        == "['alpha', 'gamma']"
+
+
+def test_an_interrupted_build_is_repaired(site):
+    lk = lock(site, "alpha==1.0")
+    planned = run_module(M, args(site, lk), check=True)
+    os.makedirs(os.path.join(planned["build_path"], "lib"))  # what a killed install leaves: no marker
+    r = run_module(M, args(site, lk))
+    assert r["decision"] == "repair" and r["changed"] is True
+    assert venv_python_says(site, "import alpha; print(alpha.__version__)") == "1.0"
+
+
+def test_extra_wheels_are_installed_into_the_build(site):
+    fa = make_wheel(str(site["tmp"] / "fa"), "flash-attn", "2.8.3", local_tag="cu12torch2.9cxx11abiTRUE")
+    r = run_module(M, args(site, lock(site, "alpha==1.0"), extra=[fa]))
+    assert r["changed"] is True
+    assert venv_python_says(site, "import flash_attn; print(flash_attn.__version__)") == "2.8.3+cu12torch2.9cxx11abiTRUE"
+
+
+def in_service(site):
+    return os.path.realpath(site["path"]), sorted(os.listdir(site["path"] + ".builds"))
+
+
+def test_an_unresolvable_pin_fails_clearly_and_leaves_the_venv_in_service(site):
+    run_module(M, args(site, lock(site, "alpha==1.0")))
+    before = in_service(site)
+    bad = site["tmp"] / "bad.lock"
+    bad.write_text("alpha==9.9\nbeta==1.0\n")
+    r = run_module(M, args(site, str(bad)))
+    assert r["failed"] is True
+    assert "alpha==9.9" in r["msg"] and "untouched" in r["msg"]
+    assert in_service(site) == before
+
+
+def test_a_tampered_file_fails_the_hash_check_and_leaves_the_venv_in_service(site):
+    lk = lock(site, "alpha==1.0")
+    run_module(M, args(site, lk))
+    before = in_service(site)
+    text = open(lk).read()
+    open(lk, "w").write(text.replace("--hash=sha256:", "--hash=sha256:0", 1).replace("0" + text.split("--hash=sha256:")[1][:64],
+                                                                                    "0" * 64, 1))
+    r = run_module(M, args(site, lk))
+    assert r["failed"] is True and "hash" in r["msg"].lower()
+    assert in_service(site) == before
+
+
+def test_an_unknown_python_is_named_and_nothing_is_written(site):
+    r = run_module(M, args(site, lock(site, "alpha==1.0"), python="3.99"))
+    assert r["failed"] is True
+    assert r["msg"].startswith("python=3.99: no such interpreter on the target")
+    assert not os.path.lexists(site["path"]) and not os.path.exists(site["path"] + ".builds")
+
+
+def test_a_hand_built_venv_at_the_path_is_refused(site):
+    os.makedirs(os.path.join(site["path"], "bin"))
+    r = run_module(M, args(site, lock(site, "alpha==1.0")))
+    assert r["failed"] is True and "is not a symlink managed by this module" in r["msg"]
+    assert os.listdir(site["path"]) == ["bin"]
+
+
+def test_missing_lock_and_uv_are_named(site):
+    r = run_module(M, args(site, str(site["tmp"] / "nope.lock")))
+    assert r["failed"] is True and r["msg"].startswith("lock=%s cannot be read" % (site["tmp"] / "nope.lock"))
+    r = run_module(M, args(site, lock(site, "alpha==1.0"), uv="/nonexistent/uv"))
+    assert r["failed"] is True and r["msg"].startswith("uv=/nonexistent/uv is not an executable file")

@@ -1,0 +1,102 @@
+"""module_utils/uv_venv: lock parsing, build identity, what to do, pruning, flash-attn wheel checks, MAX_JOBS."""
+import os
+
+import pytest
+
+from unit_helpers import ROOT, load_module_util
+
+uv = load_module_util("uv_venv")
+LOCK = os.path.join(ROOT, "roles", "sglang_venv", "files", "locks", "sglang-0.5.9.lock")
+
+
+def test_the_shipped_lock_carries_the_0_5_9_release_pins():
+    with open(LOCK) as fh:
+        pins = uv.parse_lock(fh.read())
+    # sglang-0.5.9.md section 6: the release's own pins
+    assert pins["sglang"] == "0.5.9"
+    assert pins["torch"] == "2.9.1"
+    assert pins["sgl-kernel"] == "0.3.21"
+    assert pins["flashinfer-python"] == "0.6.3" and pins["flashinfer-cubin"] == "0.6.3"
+    assert pins["transformers"] == "4.57.1" and pins["xgrammar"] == "0.1.27"
+    assert pins["torch-memory-saver"] == "0.0.9" and pins["torchao"] == "0.9.0"
+    # a package pinned per Python version keeps each version
+    assert len(pins["numpy"].split(",")) >= 2
+    assert "flash-attn" not in pins  # not a dependency of 0.5.9
+
+
+def test_parse_lock_ignores_comments_hashes_and_markers_and_normalizes_names():
+    text = ("# header\nFlash_Attn==2.8.3 ; python_full_version >= '3.10' \\\n    --hash=sha256:ab\n"
+            "    # via -r x.in\nrequests[socks]==2.32.5\n")
+    assert uv.parse_lock(text) == {"flash-attn": "2.8.3", "requests": "2.32.5"}
+
+
+def test_build_id_is_stable_and_changes_with_what_decides_the_content():
+    a = uv.build_id("l1", "3.11.2", ["numpy", "requests"], ["sglang==0.5.9"])
+    assert a == uv.build_id("l1", "3.11.2", ["requests", "numpy"], ["sglang==0.5.9"])  # order of a set of names
+    assert len(a) == 16
+    others = {uv.build_id("l2", "3.11.2", ["numpy", "requests"], ["sglang==0.5.9"]),
+              uv.build_id("l1", "3.11.9", ["numpy", "requests"], ["sglang==0.5.9"]),
+              uv.build_id("l1", "3.11.2", ["numpy"], ["sglang==0.5.9"]),
+              uv.build_id("l1", "3.11.2", ["numpy", "requests"], ["sglang==0.5.9"], ["/w/flash_attn.whl"]),
+              uv.build_id("l1", "3.11.2", ["numpy", "requests"], ["sglang==0.5.9"], sources={"index_url": "m"})}
+    assert a not in others and len(others) == 5
+
+
+@pytest.mark.parametrize("active,complete,exists,want", [
+    ("b1", True, True, "none"),
+    ("b0", True, True, "switch"),
+    ("", True, True, "switch"),
+    ("b0", False, True, "repair"),
+    ("b1", False, True, "repair"),   # the link points at a build whose marker is gone: redo it
+    ("b0", False, False, "build"),
+    ("", False, False, "build"),
+])
+def test_decide(active, complete, exists, want):
+    assert uv.decide(active, "b1", complete, exists) == want
+
+
+def test_prune_keeps_the_active_and_the_newest_others():
+    builds = [("a", 1.0), ("b", 3.0), ("c", 2.0), ("d", 4.0)]
+    assert sorted(uv.prune(builds, "a", 1)) == ["b", "c"]
+    assert uv.prune(builds, "a", 3) == []
+    assert sorted(uv.prune(builds, "d", 0)) == ["a", "b", "c"]
+    assert uv.prune([], "x", 1) == []
+
+
+GOOD = "flash_attn-2.8.3+cu12torch2.9cxx11abiTRUE-cp311-cp311-linux_x86_64.whl"
+
+
+def test_a_matching_flash_attn_wheel_passes():
+    assert uv.parse_flash_attn_wheel("/srv/wheels/" + GOOD) == {
+        "version": "2.8.3", "cuda_major": "12", "torch": "2.9", "cxx11abi": True, "python": "cp311",
+        "platform": "linux_x86_64"}
+    assert uv.flash_attn_mismatches(GOOD, "2.9.1", "12.8", "3.11.2") == []
+
+
+def test_each_mismatch_is_named_with_both_sides():
+    bad = "flash_attn-2.8.3+cu11torch2.8cxx11abiFALSE-cp310-cp310-linux_aarch64.whl"
+    problems = uv.flash_attn_mismatches(bad, "2.9.1", "12.8", "3.11.2")
+    text = "\n".join(problems)
+    assert len(problems) == 5
+    assert "Python: the wheel is cp310, the venv's interpreter is 3.11.2 (cp311)" in text
+    assert "platform: the wheel is linux_aarch64, the host is x86_64" in text
+    assert "torch: the wheel is built for torch 2.8, the venv has torch 2.9.1" in text
+    assert "CUDA: the wheel is built for CUDA 11, torch 2.9.1 is a CUDA 12.8 build" in text
+    assert "C++ ABI: the wheel has cxx11abi=False, torch 2.9.1 has cxx11abi=True" in text
+
+
+def test_a_name_that_is_no_flash_attn_wheel_is_refused_with_the_expected_shape():
+    problems = uv.flash_attn_mismatches("flash-attn-2.8.3.tar.gz", "2.9.1", "12.8", "3.11.2")
+    assert len(problems) == 1 and "is not a flash-attn wheel file name" in problems[0]
+    # a wheel without the local version tag (a plain build) is only checked for Python and platform
+    assert uv.flash_attn_mismatches("flash_attn-2.8.3-cp311-cp311-linux_x86_64.whl", "2.9.1", "12.8", "3.11.2") == []
+
+
+@pytest.mark.parametrize("cpus,mem_mib,want", [
+    (2, 24 * 1024, 2),      # this CI machine: CPU-bound
+    (64, 32 * 1024, 5),     # big CPU, little memory: memory-bound
+    (128, 512 * 1024, 85),
+    (8, 4 * 1024, 1),       # never below one job
+])
+def test_max_build_jobs(cpus, mem_mib, want):
+    assert uv.max_build_jobs(cpus, mem_mib) == want
