@@ -36,6 +36,14 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
   echo "$want" > "$stamp"
 fi
 
+# The local Hugging Face Hub of the hf_snapshot tests (olah), in a venv of its own: its web stack must not
+# move the pins of the toolchain above.
+if [ ! -x .venv-hub/bin/olah-cli ] || ! cmp -s tests/lab/requirements-hub.txt .venv-hub/.installed; then
+  python3 -m venv .venv-hub
+  .venv-hub/bin/pip install -q --disable-pip-version-check -r tests/lab/requirements-hub.txt
+  cp tests/lab/requirements-hub.txt .venv-hub/.installed
+fi
+
 coll="build/collections/ansible_collections"
 if [ ! -d "$coll/community/proxmox" ] || [ ! -f "build/.bundle-$ANSIBLE_BUNDLE_VERSION" ]; then
   mkdir -p build/wheels

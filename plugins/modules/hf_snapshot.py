@@ -1,0 +1,230 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: hf_snapshot
+short_description: A complete, verified copy of a Hugging Face Hub model repo at a pinned revision
+version_added: 0.2.0
+description:
+  - Resolves O(revision) to a commit, lists the repo's files with their sizes and hashes from the Hub API, checks
+    the free disk against what is left to download (plus O(disk_margin_mib)) before writing a byte, downloads the
+    missing files in parallel into C(<file>.incomplete) (continued with a Range request after an interruption),
+    verifies each against the Hub (size, and sha256 for LFS files or the git blob sha1 otherwise), and writes a
+    manifest last.
+  - A re-run at a pinned commit with a complete manifest checks file sizes only and sends nothing over the network
+    (O(verify=full) re-hashes every file and re-fetches a corrupted one).
+  - Progress (bytes done, total, rate) is written to C(<local_dir>/.gpuserve-progress.json) while it runs, for a
+    poller (role hf_model runs this module asynchronously and reports it).
+  - The token goes only into the HTTP Authorization header; it is never in argv, the result or the logs.
+author:
+  - gpuserve.sglang contributors (@gpuserve)
+options:
+  repo_id:
+    description: The model repo, C(<org>/<name>).
+    type: str
+    required: true
+  revision:
+    description: A full commit sha (pinned, recommended), a tag or a branch.
+    type: str
+    default: main
+  local_dir:
+    description: Where the files go (the model path SGLang loads).
+    type: path
+    required: true
+  endpoint:
+    description: The Hub or a mirror (C(HF_ENDPOINT)).
+    type: str
+    default: https://huggingface.co
+  token:
+    description: Hugging Face token for private or gated repos. Prefer O(token_file).
+    type: str
+  token_file:
+    description: A file on the target holding the token (mode 0600).
+    type: path
+  allow_patterns:
+    description: Only files matching one of these globs.
+    type: list
+    elements: str
+    default: []
+  ignore_patterns:
+    description: Skip files matching these globs.
+    type: list
+    elements: str
+    default: []
+  verify:
+    description: C(quick) trusts the manifest and file sizes; C(full) re-hashes every file.
+    type: str
+    choices: [quick, full]
+    default: quick
+  workers:
+    description: Files downloaded in parallel.
+    type: int
+    default: 4
+  disk_margin_mib:
+    description: Free space that must remain after the download.
+    type: int
+    default: 1024
+  timeout:
+    description: Seconds a single HTTP read may stall.
+    type: int
+    default: 60
+  owner:
+    description: Owner of the files (the service account that reads them).
+    type: str
+extends_documentation_fragment:
+  - gpuserve.sglang.attributes
+notes:
+  - The logic is plain Python in C(plugins/module_utils/hf_hub.py), tested against a real Hub-compatible server.
+  - It is a small, dependency-free client of the Hub's HTTP API rather than huggingface_hub, because the module runs
+    with the target's system Python, and huggingface_hub 1.x/2.x does not resume a killed download across processes.
+seealso:
+  - module: gpuserve.sglang.sglang_memory_plan
+"""
+
+EXAMPLES = r"""
+- name: Qwen3.6-27B at a pinned commit, token from a 0600 file
+  gpuserve.sglang.hf_snapshot:
+    repo_id: Qwen/Qwen3.6-27B
+    revision: 0123456789abcdef0123456789abcdef01234567
+    local_dir: /srv/models/Qwen3.6-27B
+    token_file: /etc/sglang/hf-token
+    owner: sglang
+"""
+
+RETURN = r"""
+path:
+  description: The local directory.
+  returned: always
+  type: str
+revision:
+  description: The commit the snapshot is at.
+  returned: success
+  type: str
+file_count:
+  description: Files in the snapshot.
+  returned: success
+  type: int
+bytes:
+  description: Total size of the snapshot's files.
+  returned: success
+  type: int
+fetched:
+  description: Files downloaded (or that would be, in check mode).
+  returned: success
+  type: list
+  elements: str
+repaired:
+  description: Files found corrupted (wrong hash) and fetched again.
+  returned: success
+  type: list
+  elements: str
+bytes_transferred:
+  description: Bytes received over the network by this run.
+  returned: success
+  type: int
+network:
+  description: Whether the Hub was asked at all (false for a verified snapshot at a pinned commit).
+  returned: success
+  type: bool
+config:
+  description: The model's C(config.json), parsed (for the memory planner).
+  returned: success and the repo has a config.json
+  type: dict
+manifest:
+  description: The manifest that marks the snapshot complete (written last).
+  returned: success
+  type: str
+progress_file:
+  description: Where progress is written while downloading.
+  returned: success
+  type: str
+error_kind:
+  description: C(unauthorized), C(forbidden), C(not_found), C(http), C(network), C(integrity) or C(disk).
+  returned: failure
+  type: str
+"""
+
+import json
+import os
+import pwd
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_hub import MANIFEST, PROGRESS, Hub, HubError, snapshot
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            repo_id=dict(type="str", required=True),
+            revision=dict(type="str", default="main"),
+            local_dir=dict(type="path", required=True),
+            endpoint=dict(type="str", default="https://huggingface.co"),
+            token=dict(type="str", no_log=True),
+            token_file=dict(type="path"),
+            allow_patterns=dict(type="list", elements="str", default=[]),
+            ignore_patterns=dict(type="list", elements="str", default=[]),
+            verify=dict(type="str", choices=["quick", "full"], default="quick"),
+            workers=dict(type="int", default=4),
+            disk_margin_mib=dict(type="int", default=1024),
+            timeout=dict(type="int", default=60),
+            owner=dict(type="str"),
+        ),
+        mutually_exclusive=[["token", "token_file"]],
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["repo_id"].count("/") != 1 or p["repo_id"].startswith("/") or p["repo_id"].endswith("/"):
+        module.fail_json(msg="repo_id=%s: expected <org>/<name>, e.g. Qwen/Qwen3.6-27B" % p["repo_id"])
+    token = p["token"]
+    if p["token_file"]:
+        try:
+            with open(p["token_file"]) as f:
+                token = f.read().strip()
+        except (IOError, OSError) as e:
+            module.fail_json(msg="token_file=%s cannot be read (%s)" % (p["token_file"], e.strerror))
+        if token:
+            module.no_log_values.add(token)
+    user = None
+    if p["owner"]:
+        try:
+            user = pwd.getpwnam(p["owner"])
+        except KeyError:
+            module.fail_json(msg="owner=%s: no such user on the target; create the service account first" % p["owner"])
+    hub = Hub(p["endpoint"], token=token, timeout=p["timeout"])
+    try:
+        r = snapshot(hub, p["repo_id"], p["revision"], p["local_dir"], p["allow_patterns"], p["ignore_patterns"],
+                     p["verify"], p["workers"], p["disk_margin_mib"] * 1024 * 1024, module.check_mode)
+    except HubError as e:
+        module.fail_json(msg=str(e), error_kind=e.kind, status=e.status, path=p["local_dir"], changed=False)
+    result = dict(changed=r["changed"], path=p["local_dir"], revision=r["revision"], file_count=len(r["files"]),
+                  bytes=sum(f["size"] for f in r["files"]), fetched=r["fetched"], repaired=r["repaired"],
+                  bytes_transferred=r["bytes_transferred"], network=r["network"])
+    if user is not None and not module.check_mode and os.path.isdir(p["local_dir"]):
+        for root, dirs, files in os.walk(p["local_dir"]):
+            for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+                st = os.lstat(name)
+                if (st.st_uid, st.st_gid) != (user.pw_uid, user.pw_gid):
+                    os.lchown(name, user.pw_uid, user.pw_gid)
+                    result["changed"] = True
+    cfg = os.path.join(p["local_dir"], "config.json")
+    if os.path.isfile(cfg) and not (module.check_mode and "config.json" in r["fetched"]):
+        try:
+            with open(cfg) as f:
+                result["config"] = json.load(f)
+        except ValueError:
+            module.warn("%s is not valid JSON" % cfg)
+    result["manifest"] = os.path.join(p["local_dir"], MANIFEST)
+    result["progress_file"] = os.path.join(p["local_dir"], PROGRESS)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

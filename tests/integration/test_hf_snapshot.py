@@ -1,0 +1,201 @@
+"""hf_snapshot through Ansible against a real Hub-compatible server (olah on loopback, tests/lab/local_hub.py):
+fresh download, re-run without network, a killed download resumed with no complete file fetched twice, a
+corrupted file repaired, disk too small, 401/403/404, and the token never printed."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ansible_helpers import ROOT, VENV_BIN, run_module
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "lab"))
+from local_hub import LocalHub, tiny_model_files  # noqa: E402  pylint: disable=wrong-import-position
+
+M = "gpuserve.sglang.hf_snapshot"
+OLAH = os.path.join(ROOT, ".venv-hub", "bin", "olah-cli")
+REPO = "tiny-org/tiny-model"
+TOKEN = "hf_gpuserveTESTtoken0123456789abcdef"
+FILES = tiny_model_files()
+W1 = "model-00001-of-00002.safetensors"
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    if not os.path.exists(OLAH):
+        pytest.fail("olah is not installed: run tests/ci/bootstrap.sh (make deps)")
+    h = LocalHub(tmp_path_factory.mktemp("hub"), OLAH)
+    h.sha = h.add_repo(REPO, FILES)
+    h.start()
+    yield h
+    h.stop()
+
+
+@pytest.fixture(autouse=True)
+def reset(hub):
+    hub.requests[:] = []
+    hub.throttle_bps = 0
+    hub.required_token = None
+    hub.gated.clear()
+
+
+def descendants(pid):
+    children = {}
+    for n in os.listdir("/proc"):
+        if n.isdigit():
+            try:
+                with open("/proc/%s/stat" % n) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(n))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def args(hub, d, **kw):
+    a = {"repo_id": REPO, "revision": hub.sha, "local_dir": str(d), "endpoint": hub.endpoint, "disk_margin_mib": 0}
+    a.update(kw)
+    return a
+
+
+def test_fresh_download_is_complete_and_verified_then_a_rerun_sends_nothing(hub, tmp_path):
+    d = tmp_path / "m"
+    r = run_module(M, args(hub, d))
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["changed"] is True and r["revision"] == hub.sha and r["file_count"] == len(FILES) + 1  # + .gitattributes
+    assert r["bytes"] == sum(len(v) for v in FILES.values()) + len((d / ".gitattributes").read_bytes())
+    for name, data in FILES.items():
+        assert (d / name).read_bytes() == data
+    assert r["config"]["model_type"] == "llama" and r["bytes_transferred"] == r["bytes"]
+    assert json.loads((d / ".gpuserve-snapshot.json").read_text())["complete"] is True
+    assert json.loads((d / ".gpuserve-progress.json").read_text())["state"] == "complete"
+    hub.requests[:] = []
+    again = run_module(M, args(hub, d))
+    assert again["changed"] is False and again["network"] is False and again["fetched"] == []
+    assert hub.requests == []  # not a single request
+
+
+def test_check_mode_names_the_files_and_writes_nothing(hub, tmp_path):
+    d = tmp_path / "m"
+    r = run_module(M, args(hub, d), check=True)
+    assert r["changed"] is True and sorted(r["fetched"]) == sorted(list(FILES) + [".gitattributes"])
+    assert not d.exists()
+    assert not hub.file_requests(W1)
+
+
+def test_a_branch_is_resolved_to_its_commit(hub, tmp_path):
+    r = run_module(M, args(hub, tmp_path / "m", revision="main", allow_patterns=["*.json"]))
+    assert r["revision"] == hub.sha and sorted(r["fetched"]) == sorted(n for n in FILES if n.endswith(".json"))
+
+
+def test_a_killed_download_resumes_and_no_complete_file_is_fetched_twice(hub, tmp_path):
+    d = tmp_path / "m"
+    hub.throttle_bps = 1024 * 1024  # 1 MiB/s: the 3 MiB weight files take seconds
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    a = args(hub, d, workers=1)
+    p = subprocess.Popen([os.path.join(VENV_BIN, "ansible"), "localhost", "-m", M, "-a", json.dumps(a)], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    part = None
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        parts = [n for n in os.listdir(d) if n.endswith(".incomplete")] if d.exists() else []
+        done = [n for n in FILES if (d / n).exists()]
+        if parts and os.path.getsize(d / parts[0]) > 512 * 1024 and done:
+            part = parts[0]
+            break
+        time.sleep(0.05)
+    assert part, "the download never got a partial file next to a complete one"
+    for pid in [p.pid] + descendants(p.pid):  # the module may run in a session of its own: kill the whole tree
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    p.wait()
+    time.sleep(0.5)
+    complete_before = sorted(n for n in FILES if (d / n).exists())
+    partial_bytes = os.path.getsize(d / part)
+    assert not (d / ".gpuserve-snapshot.json").exists()  # never marked complete while interrupted
+    hub.requests[:] = []
+    hub.throttle_bps = 0
+    r = run_module(M, args(hub, d))
+    assert r.get("failed") is not True, r.get("msg")
+    for name in complete_before:
+        assert hub.file_requests(name) == [], "%s was complete and was fetched again" % name
+    name = part[:-len(".incomplete")]
+    (req,) = hub.file_requests(name)
+    assert req[2] == "bytes=%d-" % partial_bytes  # continued where it stopped
+    assert r["bytes_transferred"] < r["bytes"] - partial_bytes + 1
+    for n, data in FILES.items():
+        assert (d / n).read_bytes() == data
+    assert not [n for n in os.listdir(d) if n.endswith(".incomplete")]
+
+
+def test_a_corrupted_file_is_detected_and_fetched_again(hub, tmp_path):
+    d = tmp_path / "m"
+    run_module(M, args(hub, d))
+    data = bytearray((d / W1).read_bytes())
+    data[1000] ^= 0xFF  # same size, one flipped byte
+    (d / W1).write_bytes(bytes(data))
+    quick = run_module(M, args(hub, d))
+    assert quick["changed"] is False  # quick trusts sizes and the manifest: that is what verify=full is for
+    hub.requests[:] = []
+    full = run_module(M, args(hub, d, verify="full"))
+    assert full["changed"] is True and full["repaired"] == [W1] and full["fetched"] == [W1]
+    assert (d / W1).read_bytes() == FILES[W1]
+    assert len(hub.file_requests(W1)) == 1 and len(hub.file_requests("config.json")) == 0
+
+
+def test_too_little_disk_is_refused_before_a_byte_is_written(hub, tmp_path):
+    d = tmp_path / "m"
+    st = os.statvfs(str(tmp_path))
+    r = run_module(M, args(hub, d, disk_margin_mib=st.f_bavail * st.f_frsize // (1024 * 1024) + 1))
+    assert r["failed"] is True and r["error_kind"] == "disk"
+    assert "not enough disk" in r["msg"] and "Nothing was written" in r["msg"]
+    assert not d.exists() and hub.file_requests(W1) == []
+
+
+def test_401_403_404_are_named(hub, tmp_path):
+    hub.required_token = TOKEN
+    r = run_module(M, args(hub, tmp_path / "a"))
+    assert r["failed"] is True and r["error_kind"] == "unauthorized" and r["msg"].startswith("401 Unauthorized")
+    assert "hf_model_token" in r["msg"]
+    hub.gated.add(REPO)
+    r = run_module(M, args(hub, tmp_path / "b", token=TOKEN))
+    assert r["failed"] is True and r["error_kind"] == "forbidden" and "accept its terms" in r["msg"]
+    hub.required_token = None
+    hub.gated.clear()
+    r = run_module(M, args(hub, tmp_path / "c", revision="no-such-branch"))
+    assert r["failed"] is True and r["error_kind"] == "not_found" and "hf_model_revision" in r["msg"]
+    assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
+
+
+def test_the_token_is_sent_but_never_printed(hub, tmp_path):
+    hub.required_token = TOKEN
+    tf = tmp_path / "token"
+    tf.write_text(TOKEN + "\n")
+    os.chmod(str(tf), 0o600)
+    r = run_module(M, args(hub, tmp_path / "m", token_file=str(tf)))
+    assert r.get("failed") is not True, r.get("msg")
+    assert all(req[3] for req in hub.requests)  # every request carried the Authorization header
+    bad = run_module(M, args(hub, tmp_path / "n", token=TOKEN, revision="no-such-branch"))
+    assert bad["failed"] is True
+    for res in (r, bad):
+        assert TOKEN not in res["_stdout"] and TOKEN not in res["_stderr"]
+    for root, _dirs, files in os.walk(str(tmp_path / "m")):
+        for n in files:
+            if n.endswith(".json"):
+                assert TOKEN not in open(os.path.join(root, n)).read()
+
+
+def test_bad_repo_id_is_named(hub, tmp_path):
+    r = run_module(M, args(hub, tmp_path / "m", repo_id="tiny-model"))
+    assert r["failed"] is True and r["msg"] == "repo_id=tiny-model: expected <org>/<name>, e.g. Qwen/Qwen3.6-27B"

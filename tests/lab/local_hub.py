@@ -1,0 +1,184 @@
+"""A local Hugging Face Hub for tests: olah (PyPI) serving model repos the tests create, on loopback, behind a
+small front that logs every request, honours Range (olah answers 200 with the whole body), can throttle
+downloads (so a test can kill one mid-file) and can demand a token (olah offline serves everything).
+
+    hub = LocalHub(workdir, olah_cli)           # olah_cli: .venv-hub/bin/olah-cli (tests/ci/bootstrap.sh)
+    sha = hub.add_repo("tiny-org/tiny-model", {"config.json": b"...", "model.safetensors": b"..."}, lfs=["*.safetensors"])
+    hub.start(); ...; hub.stop()
+"""
+import fnmatch
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def git(cwd, *args):
+    subprocess.run(["git", "-c", "user.email=lab@gpuserve.invalid", "-c", "user.name=lab"] + list(args), cwd=cwd,
+                   check=True, capture_output=True)
+
+
+class LocalHub(object):
+    def __init__(self, workdir, olah_cli):
+        self.workdir = str(workdir)
+        self.olah_cli = olah_cli
+        self.mirrors = os.path.join(self.workdir, "mirrors")
+        self.olah_port = free_port()
+        self.port = free_port()
+        self.requests = []          # (method, path, range header, authorization present)
+        self.throttle_bps = 0       # bytes per second for file bodies (0: as fast as possible)
+        self.required_token = None  # when set, every request needs "Authorization: Bearer <it>"
+        self.gated = set()          # repo ids answering 403 even with the token
+        self.proc = None
+        self.server = None
+
+    @property
+    def endpoint(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def add_repo(self, repo_id, files, lfs=("*.safetensors",)):
+        """A git repo with these files; LFS ones as pointer + object (the layout git-lfs writes). Returns the commit."""
+        d = os.path.join(self.mirrors, "models", repo_id)
+        os.makedirs(d, exist_ok=True)
+        if not os.path.isdir(os.path.join(d, ".git")):
+            git(d, "init", "-q", "-b", "main")
+        attrs = "".join("%s filter=lfs diff=lfs merge=lfs -text\n" % p for p in lfs)
+        with open(os.path.join(d, ".gitattributes"), "w") as f:
+            f.write(attrs)
+        for name, data in files.items():
+            path = os.path.join(d, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if any(fnmatch.fnmatch(name, p) for p in lfs):
+                oid = hashlib.sha256(data).hexdigest()
+                obj = os.path.join(d, ".git", "lfs", "objects", oid[:2], oid[2:4])
+                os.makedirs(obj, exist_ok=True)
+                with open(os.path.join(obj, oid), "wb") as f:
+                    f.write(data)
+                data = ("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n" % (oid, len(data))).encode()
+            with open(path, "wb") as f:
+                f.write(data)
+        git(d, "add", "-A")
+        git(d, "commit", "-q", "-m", "files")
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=d, check=True, capture_output=True, text=True).stdout.strip()
+
+    def start(self):
+        cache = os.path.join(self.workdir, "olah-cache")
+        os.makedirs(cache, exist_ok=True)
+        conf = os.path.join(self.workdir, "olah.toml")
+        with open(conf, "w") as f:
+            f.write('[basic]\nhost = "127.0.0.1"\nport = %d\nrepos-path = "%s"\nmirror-netloc = "127.0.0.1:%d"\n'
+                    'mirror-lfs-netloc = "127.0.0.1:%d"\nmirrors-path = ["%s"]\n[accessibility]\noffline = true\n'
+                    % (self.olah_port, cache, self.olah_port, self.olah_port, self.mirrors))
+        self.log = open(os.path.join(self.workdir, "olah.log"), "w")
+        self.proc = subprocess.Popen([self.olah_cli, "-c", conf], cwd=self.workdir, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while True:
+            try:
+                urllib.request.urlopen("http://127.0.0.1:%d/api/models/none/none/revision/main" % self.olah_port, timeout=2)
+            except urllib.error.HTTPError:
+                break  # it answers
+            except (urllib.error.URLError, OSError):
+                if time.time() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("olah did not start; see %s/olah.log" % self.workdir)
+                time.sleep(0.3)
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self):
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        if getattr(self, "log", None):
+            self.log.close()
+
+    def file_requests(self, name):
+        return [r for r in self.requests if "/resolve/" in r[1] and r[1].endswith("/" + name)]
+
+    def _handler(self):
+        hub = self
+
+        class Front(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                return
+
+            def do_GET(self):
+                auth = self.headers.get("Authorization")
+                hub.requests.append(("GET", self.path, self.headers.get("Range"), auth is not None))
+                if hub.required_token and auth != "Bearer " + hub.required_token:
+                    return self._send(401, b'{"error":"Invalid credentials in Authorization header"}')
+                if any(("/%s/" % g) in self.path for g in hub.gated):
+                    return self._send(403, b'{"error":"Access to model is restricted"}')
+                try:
+                    up = urllib.request.urlopen("http://127.0.0.1:%d%s" % (hub.olah_port, self.path), timeout=60)
+                    status, body, ctype = up.status, up.read(), up.headers.get("Content-Type", "application/octet-stream")
+                except urllib.error.HTTPError as e:
+                    status, body, ctype = e.code, e.read(), "application/json"
+                if status == 401 and b"not found" in body.lower():
+                    status = 404  # olah says 401 for a missing repo or revision; the Hub says 404 for a missing revision
+                rng = self.headers.get("Range")
+                if status == 200 and rng and "/resolve/" in self.path and rng.startswith("bytes="):
+                    start = int(rng[6:].split("-")[0])
+                    if start >= len(body):
+                        return self._send(416, b"")
+                    total = len(body)
+                    body = body[start:]
+                    return self._send(206, body, ctype, {"Content-Range": "bytes %d-%d/%d" % (start, total - 1, total)})
+                return self._send(status, body, ctype)
+
+            def _send(self, status, body, ctype="application/json", extra=None):
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (extra or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                step = 64 * 1024
+                try:
+                    for i in range(0, len(body), step):
+                        self.wfile.write(body[i:i + step])
+                        if hub.throttle_bps and "/resolve/" in self.path:
+                            time.sleep(step / float(hub.throttle_bps))
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        return Front
+
+
+def tiny_model_files(weights_mib=3, seed=b"gpuserve"):
+    """config.json, tokenizer files and deterministic safetensors-named weights (a few MiB)."""
+    block = hashlib.sha256(seed).digest() * 32768  # 1 MiB
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000, "torch_dtype": "bfloat16",
+              "max_position_embeddings": 4096}
+    return {
+        "config.json": json.dumps(config, indent=1).encode(),
+        "tokenizer.json": b'{"version": "1.0", "model": {"type": "BPE"}}',
+        "tokenizer_config.json": b'{"model_max_length": 4096}',
+        "model-00001-of-00002.safetensors": block * weights_mib,
+        "model-00002-of-00002.safetensors": bytes(reversed(block)) * weights_mib,
+        "model.safetensors.index.json": b'{"weight_map": {}}',
+    }
