@@ -18,7 +18,7 @@ def test_venv_is_a_symlink_to_a_complete_build(host):
 
 
 def test_the_build_belongs_to_the_service_account(host):
-    assert host.file("/opt/sglang/venv/bin/python").user == "sglang"
+    assert host.file("/opt/sglang/venv/pyvenv.cfg").user == "sglang"
     foreign = host.run("find /opt/sglang/venv.builds /opt/sglang/tools/uv ! -user sglang -print -quit")
     assert foreign.rc == 0 and foreign.stdout.strip() == ""
 
