@@ -16,7 +16,7 @@ version_added: 0.2.0
 description:
   - Builds a virtual environment with C(uv venv) and C(uv pip sync) (or C(uv pip install) constrained by the
     lock) in C(<store>/<build id>/), then points O(path) (a symlink) at it with one rename. The venv in
-    service is never modified: a new pin, interpreter or package selection is a new build beside it.
+    service is never modified; a new pin, interpreter or package selection is a new build beside it.
   - The build id is a digest of the lock file, the interpreter version, the package selection, the extras
     and the package sources, so a second run with the same inputs finds its build and changes nothing.
   - A build directory without its completion marker (an install that was interrupted) is removed and built
