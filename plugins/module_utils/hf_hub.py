@@ -28,7 +28,12 @@ try:  # Python 3
     from urllib.parse import quote
     from urllib.request import Request, urlopen
 except ImportError:  # pragma: no cover  (Python 2 is not a target; keeps the sanity import test quiet)
-    HTTPError = URLError = Exception
+    class URLError(Exception):
+        pass
+
+    class HTTPError(URLError):
+        code = None
+
     quote = Request = urlopen = None
 
 MANIFEST = ".gpuserve-snapshot.json"
@@ -333,7 +338,7 @@ def snapshot(hub, repo_id, revision, local_dir, allow_patterns=(), ignore_patter
                     errors.append(e)
                 return
 
-    threads = [threading.Thread(target=worker) for _ in range(max(1, min(int(workers), len(fetch) or 1)))]
+    threads = [threading.Thread(target=worker) for dummy in range(max(1, min(int(workers), len(fetch) or 1)))]
     for t in threads:
         t.start()
     for t in threads:
