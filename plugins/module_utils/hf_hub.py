@@ -24,22 +24,74 @@ import threading
 import time
 
 try:  # Python 3
-    from urllib.error import HTTPError, URLError
-    from urllib.parse import quote
-    from urllib.request import Request, urlopen
+    from http.client import HTTPConnection, HTTPException, HTTPSConnection
+    from urllib.parse import quote, urlsplit
 except ImportError:  # pragma: no cover  (Python 2 is not a target; keeps the sanity import test quiet)
-    class URLError(Exception):
+    HTTPConnection = HTTPSConnection = quote = urlsplit = None
+
+    class HTTPException(Exception):
         pass
-
-    class HTTPError(URLError):
-        code = None
-
-    quote = Request = urlopen = None
 
 MANIFEST = ".gpuserve-snapshot.json"
 PROGRESS = ".gpuserve-progress.json"
 CHUNK = 1024 * 1024
 _SHA1_RE = "0123456789abcdef"
+
+
+class HTTPStatusError(Exception):
+    def __init__(self, code):
+        Exception.__init__(self, "HTTP %s" % code)
+        self.code = code
+
+
+def _proxy_for(scheme, host):
+    """The proxy from HTTPS_PROXY/HTTP_PROXY (either case) unless NO_PROXY covers the host."""
+    no_proxy = os.environ.get("NO_PROXY", os.environ.get("no_proxy", ""))
+    for entry in (e.strip() for e in no_proxy.split(",") if e.strip()):
+        if entry == "*" or host == entry.lstrip(".") or host.endswith("." + entry.lstrip(".")):
+            return None
+    name = "HTTPS_PROXY" if scheme == "https" else "HTTP_PROXY"
+    return os.environ.get(name) or os.environ.get(name.lower()) or None
+
+
+def http_get(url, headers, timeout, max_redirects=5):
+    """GET with http.client (stdlib): redirects followed (the Authorization header is dropped when the host
+    changes, as the Hub's CDN redirects need), proxies from the environment. Returns the open response
+    (status 2xx); raises HTTPStatusError for any other final status."""
+    headers = dict(headers)
+    for dummy in range(max_redirects + 1):
+        u = urlsplit(url)
+        port = u.port or (443 if u.scheme == "https" else 80)
+        proxy = _proxy_for(u.scheme, u.hostname)
+        path = (u.path or "/") + ("?" + u.query if u.query else "")
+        if proxy:
+            p = urlsplit(proxy if "://" in proxy else "http://" + proxy)
+            if u.scheme == "https":
+                conn = HTTPSConnection(p.hostname, p.port or 3128, timeout=timeout)
+                conn.set_tunnel(u.hostname, port)
+            else:
+                conn = HTTPConnection(p.hostname, p.port or 3128, timeout=timeout)
+                path = url
+        else:
+            cls = HTTPSConnection if u.scheme == "https" else HTTPConnection
+            conn = cls(u.hostname, port, timeout=timeout)
+        conn.request("GET", path, headers=headers)
+        resp = conn.getresponse()
+        if resp.status in (301, 302, 303, 307, 308) and resp.getheader("Location"):
+            location = resp.getheader("Location")
+            resp.read()
+            conn.close()
+            nxt = location if "://" in location else "%s://%s%s" % (u.scheme, u.netloc, location)
+            if urlsplit(nxt).hostname != u.hostname:
+                headers.pop("Authorization", None)
+            url = nxt
+            continue
+        if not 200 <= resp.status < 300:
+            resp.read()
+            conn.close()
+            raise HTTPStatusError(resp.status)
+        return resp
+    raise HTTPStatusError(310)
 
 
 class HubError(Exception):
@@ -112,15 +164,18 @@ class Hub(object):
         if self.token:
             h["Authorization"] = "Bearer %s" % self.token
         h.update(headers or {})
-        return urlopen(Request(url, headers=h), timeout=self.timeout)
+        return http_get(url, h, self.timeout)
 
     def _json(self, url, what, repo_id, revision):
         try:
-            with self._open(url) as r:
+            r = self._open(url)
+            try:
                 return json.loads(r.read().decode("utf-8"))
-        except HTTPError as e:
+            finally:
+                r.close()
+        except HTTPStatusError as e:
             raise explain_http(e.code, what, repo_id, revision)
-        except (URLError, OSError) as e:
+        except (HTTPException, OSError, ValueError) as e:
             raise HubError("network", "cannot reach %s for %s of %s@%s: %s" % (self.endpoint, what, repo_id, revision, e))
 
     def commit(self, repo_id, revision):
@@ -155,16 +210,16 @@ class Hub(object):
         headers = {"Range": "bytes=%d-" % have} if have else {}
         try:
             resp = self._open(url, headers)
-        except HTTPError as e:
+        except HTTPStatusError as e:
             if e.code == 416 and have == entry["size"]:
                 resp = None
             else:
                 raise explain_http(e.code, entry["path"], repo_id, sha)
-        except (URLError, OSError) as e:
+        except (HTTPException, OSError, ValueError) as e:
             raise HubError("network", "cannot reach %s for %s: %s" % (self.endpoint, entry["path"], e))
         h = hashlib.sha256() if entry.get("sha256") else hashlib.sha1(("blob %d\0" % entry["size"]).encode())
         moved = 0
-        if resp is not None and getattr(resp, "status", 200) != 206:
+        if resp is not None and resp.status != 206:
             have = 0  # the server ignored Range: start over
         mode = "ab" if have else "wb"
         if have:
@@ -176,13 +231,18 @@ class Hub(object):
             os.makedirs(parent)
         with open(part, mode) as out:
             if resp is not None:
-                with resp:
+                try:
                     for c in iter(lambda: resp.read(CHUNK), b""):
                         out.write(c)
                         h.update(c)
                         moved += len(c)
                         if progress:
                             progress(len(c))
+                except (HTTPException, OSError) as e:
+                    raise HubError("network", "%s: the transfer broke after %d bytes (%s); run again to resume"
+                                   % (entry["path"], have + moved, e))
+                finally:
+                    resp.close()
         size = os.path.getsize(part)
         want = entry.get("sha256") or entry.get("oid")
         got = h.hexdigest()

@@ -15,9 +15,11 @@ pvehost (that + lxc + sshd + the pct stand-in). See tests/lab/README.md.
 """
 
 import hashlib
+import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -139,6 +141,7 @@ def pvehost_image(base):
 
 
 def clean():
+    hub_stop()
     ids = podman("ps", "-aq", "--filter", "label=" + LABEL, capture_output=True, text=True).stdout.split()
     if ids:
         log("removing %d labelled lab container(s)" % len(ids))
@@ -225,13 +228,51 @@ def up():
     wait_for("CT 100", lambda: ssh_ok(key, "pct", "status", "100").stdout.strip() == "status: running", 90)
     wait_for("python3 in CT 100",
              lambda: ssh_ok(key, "pct", "exec", "100", "--", "python3", "-c", "print(1)").stdout.strip() == "1", 60)
+    hub_start()
     inv = os.path.join(BUILD, "inventory.yml")
     with open(inv, "w") as fh:
         fh.write(INVENTORY.format(ip=HOST_IP, key=key))
     log("up: inventory %s" % inv)
 
 
+HUB_DIR = os.path.join(BUILD, "hub")
+OLAH = os.path.join(ROOT, ".venv-hub", "bin", "olah-cli")
+
+
+def hub_stop():
+    try:
+        with open(os.path.join(HUB_DIR, "hub.json")) as fh:
+            pid = json.load(fh)["pid"]
+        os.kill(pid, signal.SIGTERM)
+        log("stopped the local Hub (pid %d)" % pid)
+    except (OSError, ValueError, KeyError):
+        pass
+    shutil.rmtree(HUB_DIR, ignore_errors=True)
+
+
+def hub_start():
+    """The lab's Hugging Face Hub (tests/lab/local_hub.py: olah + front) on the podman gateway, where CT 100
+    reaches it through the host's NAT; serves gpuserve-lab/Llama-3.1-8B-Instruct for role hf_model."""
+    hub_stop()
+    if not os.path.exists(OLAH):
+        log("no local Hub: %s is missing (tests/ci/bootstrap.sh installs it)" % OLAH)
+        return None
+    gateway = HOST_IP.rsplit(".", 1)[0] + ".1"
+    os.makedirs(HUB_DIR)
+    with open(os.path.join(HUB_DIR, "serve.log"), "w") as out:
+        subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "lab", "local_hub.py"), "serve", "--workdir", HUB_DIR,
+                          "--olah", OLAH, "--bind", gateway, "--port", "8091"],
+                         stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    state = os.path.join(HUB_DIR, "hub.json")
+    wait_for("the local Hub on %s:8091" % gateway, lambda: os.path.exists(state), 60)
+    with open(state) as fh:
+        hub = json.load(fh)
+    log("local Hub at %s (%s@%s)" % (hub["endpoint"], hub["repo_id"], hub["revision"][:12]))
+    return hub
+
+
 def down():
+    hub_stop()
     podman("rm", "-f", "-t", "5", "--ignore", HOST_NAME, stdout=subprocess.DEVNULL)
 
 

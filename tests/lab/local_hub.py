@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -28,17 +29,21 @@ def free_port():
 
 
 def git(cwd, *args):
-    subprocess.run(["git", "-c", "user.email=lab@gpuserve.invalid", "-c", "user.name=lab"] + list(args), cwd=cwd,
-                   check=True, capture_output=True)
+    """git with a fixed identity and date: the same files give the same commit sha on every machine, so the lab
+    inventory can pin the revision (tests/unit/test_lab_inventory.py checks it)."""
+    env = dict(os.environ, GIT_AUTHOR_DATE="2026-01-01T00:00:00+0000", GIT_COMMITTER_DATE="2026-01-01T00:00:00+0000")
+    subprocess.run(["git", "-c", "user.email=lab@gpuserve.invalid", "-c", "user.name=lab", "-c", "commit.gpgsign=false"]
+                   + list(args), cwd=cwd, check=True, capture_output=True, env=env)
 
 
 class LocalHub(object):
-    def __init__(self, workdir, olah_cli):
+    def __init__(self, workdir, olah_cli, bind="127.0.0.1", port=None):
         self.workdir = str(workdir)
-        self.olah_cli = olah_cli
+        self.olah_cli = os.path.abspath(olah_cli)
         self.mirrors = os.path.join(self.workdir, "mirrors")
         self.olah_port = free_port()
-        self.port = free_port()
+        self.bind = bind
+        self.port = port or free_port()
         self.requests = []          # (method, path, range header, authorization present)
         self.throttle_bps = 0       # bytes per second for file bodies (0: as fast as possible)
         self.required_token = None  # when set, every request needs "Authorization: Bearer <it>"
@@ -48,7 +53,7 @@ class LocalHub(object):
 
     @property
     def endpoint(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "http://%s:%d" % (self.bind, self.port)
 
     def add_repo(self, repo_id, files, lfs=("*.safetensors",)):
         """A git repo with these files; LFS ones as pointer + object (the layout git-lfs writes). Returns the commit."""
@@ -95,7 +100,7 @@ class LocalHub(object):
                 if time.time() > deadline or self.proc.poll() is not None:
                     raise RuntimeError("olah did not start; see %s/olah.log" % self.workdir)
                 time.sleep(0.3)
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        self.server = ThreadingHTTPServer((self.bind, self.port), self._handler())
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
@@ -168,6 +173,48 @@ class LocalHub(object):
         return Front
 
 
+def lab_model_files(root):
+    """The lab's model repo: the Llama 3.1 8B config the stand-in and the planner read, tokenizer files, 2 x 2 MiB
+    of weights, and the stand-in's scenario (ready)."""
+    files = tiny_model_files(weights_mib=2, seed=b"lab")
+    with open(os.path.join(root, "tests", "fixtures", "model_configs", "llama-3.1-8b.json"), "rb") as f:
+        files["config.json"] = f.read()
+    files["standin_scenario"] = b"ready_tp1_dense\n"
+    return files
+
+
+def serve(argv=None):
+    """Run a LocalHub until killed, with the lab's model repo; its endpoint and commit go to <workdir>/hub.json."""
+    import argparse
+    import signal
+    ap = argparse.ArgumentParser(description="the lab's local Hugging Face Hub (olah + front)")
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--olah", required=True)
+    ap.add_argument("--bind", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8091)
+    ap.add_argument("--repo", default="gpuserve-lab/Llama-3.1-8B-Instruct")
+    a = ap.parse_args(argv)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    os.makedirs(a.workdir, exist_ok=True)
+    hub = LocalHub(a.workdir, a.olah, bind=a.bind, port=a.port)
+    sha = hub.add_repo(a.repo, lab_model_files(root))
+    hub.start()
+    with open(os.path.join(a.workdir, "hub.json"), "w") as f:
+        json.dump({"endpoint": hub.endpoint, "repo_id": a.repo, "revision": sha, "pid": os.getpid()}, f)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *x: stop.set())
+    signal.signal(signal.SIGINT, lambda *x: stop.set())
+    stop.wait()
+    hub.stop()
+
+
+def safetensors_bytes(tensor, payload):
+    """A valid safetensors file holding one BF16 tensor with these bytes (the planner reads the header)."""
+    header = json.dumps({tensor: {"dtype": "BF16", "shape": [len(payload) // 2], "data_offsets": [0, len(payload)]}})
+    header += " " * (-len(header) % 8)
+    return len(header).to_bytes(8, "little") + header.encode() + payload
+
+
 def tiny_model_files(weights_mib=3, seed=b"gpuserve"):
     """config.json, tokenizer files and deterministic safetensors-named weights (a few MiB)."""
     block = hashlib.sha256(seed).digest() * 32768  # 1 MiB
@@ -178,7 +225,11 @@ def tiny_model_files(weights_mib=3, seed=b"gpuserve"):
         "config.json": json.dumps(config, indent=1).encode(),
         "tokenizer.json": b'{"version": "1.0", "model": {"type": "BPE"}}',
         "tokenizer_config.json": b'{"model_max_length": 4096}',
-        "model-00001-of-00002.safetensors": block * weights_mib,
-        "model-00002-of-00002.safetensors": bytes(reversed(block)) * weights_mib,
+        "model-00001-of-00002.safetensors": safetensors_bytes("model.layers.0.weight", block * weights_mib),
+        "model-00002-of-00002.safetensors": safetensors_bytes("model.layers.1.weight", bytes(reversed(block)) * weights_mib),
         "model.safetensors.index.json": b'{"weight_map": {}}',
     }
+
+
+if __name__ == "__main__":
+    serve(sys.argv[2:] if sys.argv[1:2] == ["serve"] else sys.argv[1:])

@@ -20,3 +20,21 @@ def test_sglang_unit_is_active_and_healthy(host):
              "r = urllib.request.urlopen('http://127.0.0.1:30000/health_generate', timeout=10)\n"
              "print(r.status)\n")
     assert ct(host, "python3", "-c", probe) == "200"
+
+
+def test_the_venv_serves_the_real_sglang_package_and_the_unit_uses_it(host):
+    assert ct(host, "readlink", "/opt/sglang/venv").startswith("/opt/sglang/venv.builds/")
+    probe = "import importlib.metadata as m; print(m.version('sglang'))"
+    assert ct(host, "/opt/sglang/venv/bin/python", "-c", probe) == "0.5.9"
+    unit = ct(host, "systemctl", "cat", "sglang-llama.service")
+    assert "ExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server" in unit
+
+
+def test_the_model_came_from_the_local_hub_complete_and_verified(host):
+    import json
+    manifest = json.loads(ct(host, "cat", "/srv/models/Llama-3.1-8B-Instruct/.gpuserve-snapshot.json"))
+    assert manifest["complete"] is True and manifest["repo_id"] == "gpuserve-lab/Llama-3.1-8B-Instruct"
+    assert manifest["revision"] == "cddbd3b36b67d5afd1f423f823c0254f263ad48c"
+    names = sorted(f["path"] for f in manifest["files"])
+    assert "config.json" in names and "model-00001-of-00002.safetensors" in names
+    assert ct(host, "stat", "-c", "%U", "/srv/models/Llama-3.1-8B-Instruct/config.json") == "sglang"
