@@ -38,3 +38,10 @@ def test_the_model_came_from_the_local_hub_complete_and_verified(host):
     names = sorted(f["path"] for f in manifest["files"])
     assert "config.json" in names and "model-00001-of-00002.safetensors" in names
     assert ct(host, "stat", "-c", "%U", "/srv/models/Llama-3.1-8B-Instruct/config.json") == "sglang"
+
+
+def test_the_ct_got_the_hosts_userspace_driver_without_kernel_modules(host):
+    libs = ct(host, "ls", "/usr/lib/x86_64-linux-gnu/").split()
+    assert [n for n in libs if n.startswith("libnvidia-ml.so.")] == ["libnvidia-ml.so.570.153.02"]
+    runs = ct(host, "cat", "/var/log/gpuserve-fake-nvidia-installer.log").splitlines()
+    assert runs == ["--silent --no-kernel-modules --no-x-check --no-nouveau-check --no-nvidia-modprobe"]
