@@ -254,6 +254,78 @@ class Hub(object):
         return moved
 
 
+class LocalSource(object):
+    """A snapshot already on this machine (an NFS export, or the copy from the node a deployment moves off),
+    described by the manifest hf_model wrote there: the same interface as Hub, no network."""
+
+    def __init__(self, source_dir):
+        self.source_dir = source_dir
+        self.endpoint = source_dir
+        self.manifest = read_json(os.path.join(source_dir, MANIFEST))
+
+    def _manifest(self, repo_id):
+        m = self.manifest
+        if not isinstance(m, dict) or m.get("complete") is not True:
+            raise HubError("not_found", "source_dir=%s has no complete %s (a snapshot made by hf_model/hf_snapshot); "
+                           "copy the whole directory, manifest included, or download from the Hub" % (self.source_dir, MANIFEST))
+        if m.get("repo_id") != repo_id:
+            raise HubError("not_found", "source_dir=%s holds %s, not %s" % (self.source_dir, m.get("repo_id"), repo_id))
+        return m
+
+    def commit(self, repo_id, revision):
+        m = self._manifest(repo_id)
+        if revision != m["revision"] and (is_commit(revision) or revision not in ("main", "")):
+            raise HubError("not_found", "source_dir=%s holds %s@%s, not the requested revision %s"
+                           % (self.source_dir, repo_id, m["revision"], revision))
+        return m["revision"]
+
+    def tree(self, repo_id, sha, directory=""):
+        m = self._manifest(repo_id)
+        if sha != m["revision"]:
+            raise HubError("not_found", "source_dir=%s holds %s@%s, not the requested revision %s"
+                           % (self.source_dir, repo_id, m["revision"], sha))
+        return [dict(f) for f in m["files"]]
+
+    def fetch(self, repo_id, sha, entry, dest, progress=None):
+        """Copy one file (continuing a partial copy), verified like a download."""
+        src = os.path.join(self.source_dir, entry["path"])
+        part = dest + ".incomplete"
+        have = os.path.getsize(part) if os.path.exists(part) else 0
+        if have > entry["size"]:
+            os.remove(part)
+            have = 0
+        h = hashlib.sha256() if entry.get("sha256") else hashlib.sha1(("blob %d\0" % entry["size"]).encode())
+        parent = os.path.dirname(dest)
+        if parent and not os.path.isdir(parent):
+            os.makedirs(parent)
+        moved = 0
+        try:
+            with open(src, "rb") as fin:
+                if have:
+                    with open(part, "rb") as f:
+                        for c in iter(lambda: f.read(CHUNK), b""):
+                            h.update(c)
+                    fin.seek(have)
+                with open(part, "ab" if have else "wb") as out:
+                    for c in iter(lambda: fin.read(CHUNK), b""):
+                        out.write(c)
+                        h.update(c)
+                        moved += len(c)
+                        if progress:
+                            progress(len(c))
+        except (IOError, OSError) as e:
+            raise HubError("not_found", "%s: cannot copy from %s (%s)" % (entry["path"], self.source_dir, e))
+        size = os.path.getsize(part)
+        want = entry.get("sha256") or entry.get("oid")
+        got = h.hexdigest()
+        if size != entry["size"] or (want and got != want):
+            os.remove(part)
+            raise HubError("integrity", "%s in %s: %d bytes with hash %s, the manifest says %d bytes and %s; the source is "
+                           "damaged, nothing was served" % (entry["path"], self.source_dir, size, got, entry["size"], want))
+        os.rename(part, dest)
+        return moved
+
+
 def file_hash_ok(path, entry):
     """Full check of a local file against the Hub's size and hash (sha256 for LFS files, git blob sha1 otherwise)."""
     try:

@@ -43,6 +43,12 @@ options:
     description: The Hub or a mirror (C(HF_ENDPOINT)).
     type: str
     default: https://huggingface.co
+  source_dir:
+    description:
+      - Copy from a snapshot already on the target (an NFS export, or the copy taken from the node a deployment
+        moves off) instead of the Hub. It must hold the manifest this module writes; every file is verified against
+        it while copying, and O(revision), when a commit, must be the one it holds. No network is used.
+    type: path
   token:
     description: Hugging Face token for private or gated repos. Prefer O(token_file).
     type: str
@@ -90,6 +96,14 @@ seealso:
 """
 
 EXAMPLES = r"""
+- name: Migration - reuse the verified copy of the old node (NFS-mounted) instead of 52 GB from the Hub
+  gpuserve.sglang.hf_snapshot:
+    repo_id: Qwen/Qwen3.6-27B
+    revision: 0123456789abcdef0123456789abcdef01234567
+    local_dir: /srv/models/Qwen3.6-27B
+    source_dir: /mnt/old-node/srv/models/Qwen3.6-27B
+    owner: sglang
+
 - name: Qwen3.6-27B at a pinned commit, token from a 0600 file
   gpuserve.sglang.hf_snapshot:
     repo_id: Qwen/Qwen3.6-27B
@@ -157,7 +171,7 @@ import os
 import pwd
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_hub import MANIFEST, PROGRESS, Hub, HubError, snapshot
+from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_hub import MANIFEST, PROGRESS, Hub, HubError, LocalSource, snapshot
 
 
 def main():
@@ -167,6 +181,7 @@ def main():
             revision=dict(type="str", default="main"),
             local_dir=dict(type="path", required=True),
             endpoint=dict(type="str", default="https://huggingface.co"),
+            source_dir=dict(type="path"),
             token=dict(type="str", no_log=True),
             token_file=dict(type="path"),
             allow_patterns=dict(type="list", elements="str", default=[]),
@@ -198,7 +213,13 @@ def main():
             user = pwd.getpwnam(p["owner"])
         except KeyError:
             module.fail_json(msg="owner=%s: no such user on the target; create the service account first" % p["owner"])
-    hub = Hub(p["endpoint"], token=token, timeout=p["timeout"])
+    if p["source_dir"]:
+        if os.path.realpath(p["source_dir"]) == os.path.realpath(p["local_dir"]):
+            module.fail_json(msg="source_dir and local_dir are the same directory (%s): point local_dir elsewhere, or drop "
+                                 "source_dir to verify that copy in place against the Hub" % p["local_dir"])
+        hub = LocalSource(p["source_dir"])
+    else:
+        hub = Hub(p["endpoint"], token=token, timeout=p["timeout"])
     try:
         r = snapshot(hub, p["repo_id"], p["revision"], p["local_dir"], p["allow_patterns"], p["ignore_patterns"],
                      p["verify"], p["workers"], p["disk_margin_mib"] * 1024 * 1024, module.check_mode)

@@ -199,3 +199,34 @@ def test_the_token_is_sent_but_never_printed(hub, tmp_path):
 def test_bad_repo_id_is_named(hub, tmp_path):
     r = run_module(M, args(hub, tmp_path / "m", repo_id="tiny-model"))
     assert r["failed"] is True and r["msg"] == "repo_id=tiny-model: expected <org>/<name>, e.g. Qwen/Qwen3.6-27B"
+
+
+def test_a_copy_from_another_snapshot_needs_no_hub_and_is_verified(hub, tmp_path):
+    old = tmp_path / "old-node"
+    run_module(M, args(hub, old))
+    hub.requests[:] = []
+    new = tmp_path / "new-node"
+    r = run_module(M, args(hub, new, source_dir=str(old), endpoint="http://127.0.0.1:9"))  # nothing listens there
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["changed"] is True and r["revision"] == hub.sha and hub.requests == []
+    for name, data in FILES.items():
+        assert (new / name).read_bytes() == data
+    assert run_module(M, args(hub, new, source_dir=str(old)))["changed"] is False
+    # a damaged source is refused, not served
+    data = bytearray((old / W1).read_bytes())
+    data[7] ^= 0x01
+    (old / W1).write_bytes(bytes(data))
+    r = run_module(M, args(hub, tmp_path / "third", source_dir=str(old)))
+    assert r["failed"] is True and r["error_kind"] == "integrity" and "the source is damaged" in r["msg"]
+    assert not (tmp_path / "third" / W1).exists()
+
+
+def test_a_source_at_another_revision_or_without_manifest_is_refused(hub, tmp_path):
+    old = tmp_path / "old"
+    run_module(M, args(hub, old))
+    r = run_module(M, args(hub, tmp_path / "a", source_dir=str(old), revision="0" * 40))
+    assert r["failed"] is True and "not the requested revision" in r["msg"]
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    r = run_module(M, args(hub, tmp_path / "b", source_dir=str(bare)))
+    assert r["failed"] is True and "has no complete .gpuserve-snapshot.json" in r["msg"]
