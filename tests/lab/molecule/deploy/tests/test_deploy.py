@@ -27,7 +27,7 @@ def test_the_venv_serves_the_real_sglang_package_and_the_unit_uses_it(host):
     probe = "import importlib.metadata as m; print(m.version('sglang'))"
     assert ct(host, "/opt/sglang/venv/bin/python", "-c", probe) == "0.5.9"
     unit = ct(host, "systemctl", "cat", "sglang-llama.service")
-    assert "ExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server" in unit
+    assert 'ExecStart="/opt/sglang/venv/bin/python" "-m" "sglang.launch_server"' in unit
 
 
 def test_the_model_came_from_the_local_hub_complete_and_verified(host):

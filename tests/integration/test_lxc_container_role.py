@@ -1,0 +1,70 @@
+"""lxc_gpu_passthrough's `container` entry point (as deploy.yml runs it for each CT of a node) against the
+schema-validating Proxmox API fake: create, adopt with changed=0 on the second run, check mode, bad options."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_helpers import ROOT, VENV_BIN
+from pve_fake import PASSWORD, FakePve
+
+CT = {"ostemplate": "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst", "hostname": "sglang", "rootfs": "local-lvm:200",
+      "cores": 16, "memory": 65536, "swap": 0, "net": {"0": "name=eth0,bridge=vmbr0,ip=dhcp"}, "unprivileged": True,
+      "features": "nesting=1", "onboot": True, "state": "started"}
+
+
+@pytest.fixture
+def pve(tmp_path):
+    fake = FakePve(version=9).serve(str(tmp_path))
+    yield fake
+    fake.stop()
+    assert fake.violations == [], "a request did not match the real PVE 9 schema"
+
+
+def play(pve, tmp_path, container, check=False):
+    pb = tmp_path / "pb.yml"
+    v = {"lxc_gpu_passthrough_vmid": 129, "lxc_gpu_passthrough_container": container,
+         "lxc_gpu_passthrough_api_host": "127.0.0.1", "lxc_gpu_passthrough_api_port": pve.port,
+         "lxc_gpu_passthrough_api_password": PASSWORD, "lxc_gpu_passthrough_api_validate_certs": False,
+         "lxc_gpu_passthrough_pve_node": "pve1"}
+    pb.write_text(json.dumps([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
+        {"name": "CT", "ansible.builtin.include_role": {"name": "gpuserve.sglang.lxc_gpu_passthrough", "tasks_from": "container"},
+         "vars": v}]}]))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER=sys.executable,
+               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
+    cmd = [os.path.join(VENV_BIN, "ansible-playbook"), str(pb)] + (["--check"] if check else [])
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
+
+
+def changed(out):
+    line = [x for x in out.splitlines() if x.startswith("localhost")][-1]
+    return int(line.split("changed=")[1].split()[0])
+
+
+def test_the_ct_is_created_then_adopted_unchanged(pve, tmp_path):
+    first = play(pve, tmp_path, CT)
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert changed(first.stdout) == 1 and pve.cts[129]["status"] == "running"
+    assert pve.cts[129]["config"]["hostname"] == "sglang"
+    writes = len(pve.writes())
+    again = play(pve, tmp_path, CT)
+    assert again.returncode == 0 and changed(again.stdout) == 0 and len(pve.writes()) == writes
+    assert PASSWORD not in first.stdout + again.stdout
+
+
+def test_check_mode_creates_nothing(pve, tmp_path):
+    r = play(pve, tmp_path, CT, check=True)
+    assert r.returncode == 0 and changed(r.stdout) == 1 and pve.cts == {} and pve.writes() == []
+
+
+def test_an_unknown_option_is_named_before_any_call(pve, tmp_path):
+    r = play(pve, tmp_path, dict(CT, mem=1024))
+    assert r.returncode != 0 and "unknown: mem" in r.stdout and pve.writes() == []
+
+
+def test_no_container_options_means_the_ct_is_not_managed(pve, tmp_path):
+    r = play(pve, tmp_path, {})
+    assert r.returncode == 0 and changed(r.stdout) == 0 and pve.requests == []
