@@ -123,12 +123,55 @@ def is_commit(revision):
     return len(revision) == 40 and all(c in _SHA1_RE for c in revision)
 
 
-def git_blob_sha1(data_size, chunks):
-    """The git object id of a blob, from its size and an iterable of its bytes."""
-    h = hashlib.sha1(("blob %d\0" % data_size).encode())
-    for c in chunks:
-        h.update(c)
-    return h.hexdigest()
+def _hasher(entry):
+    """The hash the Hub states for a file: sha256 for LFS files, else the git blob sha1 (size-prefixed)."""
+    if entry.get("sha256"):
+        return hashlib.sha256()
+    return hashlib.sha1(("blob %d\0" % entry["size"]).encode())
+
+
+def _partial_size(part, size):
+    """Bytes of an earlier partial copy worth continuing (one longer than the file is removed: start over)."""
+    have = os.path.getsize(part) if os.path.exists(part) else 0
+    if have > size:
+        os.remove(part)
+        return 0
+    return have
+
+
+def _receive(part, dest, entry, read, have, progress, read_error, integrity_message):
+    """Write a file through `part`: keep its first `have` bytes (0: start over), append what read(n) yields (read
+    None: nothing left to read), hash the whole file while writing, and rename it to dest only when size and hash
+    match the entry. read_error(exc, bytes_done) and integrity_message(size, got, want) word the failures.
+    Returns the bytes read."""
+    h = _hasher(entry)
+    if have:
+        with open(part, "rb") as f:
+            for c in iter(lambda: f.read(CHUNK), b""):
+                h.update(c)
+    parent = os.path.dirname(dest)
+    if parent and not os.path.isdir(parent):
+        os.makedirs(parent)
+    moved = 0
+    with open(part, "ab" if have else "wb") as out:
+        if read is not None:
+            try:
+                for c in iter(lambda: read(CHUNK), b""):
+                    out.write(c)
+                    h.update(c)
+                    moved += len(c)
+                    if progress:
+                        progress(len(c))
+            except (HTTPException, OSError) as e:
+                raise read_error(e, have + moved)
+    size = os.path.getsize(part)
+    want = entry.get("sha256") or entry.get("oid")
+    got = h.hexdigest()
+    if size != entry["size"] or (want and got != want):
+        os.remove(part)
+        raise HubError("integrity", integrity_message(size, got, want))
+    os.rename(part, dest)
+    return moved
 
 
 def selected(path, allow_patterns, ignore_patterns=()):
@@ -202,10 +245,7 @@ class Hub(object):
     def fetch(self, repo_id, sha, entry, dest, progress=None):
         """Download one file into dest (via dest.incomplete, resuming it), verified. Returns bytes transferred."""
         part = dest + ".incomplete"
-        have = os.path.getsize(part) if os.path.exists(part) else 0
-        if have > entry["size"]:
-            os.remove(part)
-            have = 0
+        have = _partial_size(part, entry["size"])
         url = "%s/%s/resolve/%s/%s" % (self.endpoint, repo_id, sha, quote(entry["path"]))
         headers = {"Range": "bytes=%d-" % have} if have else {}
         try:
@@ -217,41 +257,18 @@ class Hub(object):
                 raise explain_http(e.code, entry["path"], repo_id, sha)
         except (HTTPException, OSError, ValueError) as e:
             raise HubError("network", "cannot reach %s for %s: %s" % (self.endpoint, entry["path"], e))
-        h = hashlib.sha256() if entry.get("sha256") else hashlib.sha1(("blob %d\0" % entry["size"]).encode())
-        moved = 0
         if resp is not None and resp.status != 206:
             have = 0  # the server ignored Range: start over
-        mode = "ab" if have else "wb"
-        if have:
-            with open(part, "rb") as f:
-                for c in iter(lambda: f.read(CHUNK), b""):
-                    h.update(c)
-        parent = os.path.dirname(dest)
-        if parent and not os.path.isdir(parent):
-            os.makedirs(parent)
-        with open(part, mode) as out:
+        try:
+            return _receive(
+                part, dest, entry, resp.read if resp is not None else None, have, progress,
+                lambda e, done: HubError("network", "%s: the transfer broke after %d bytes (%s); run again to resume"
+                                         % (entry["path"], done, e)),
+                lambda size, got, want: "%s: got %d bytes with hash %s, the Hub says %d bytes and %s; the partial file "
+                                        "was removed, run again" % (entry["path"], size, got, entry["size"], want))
+        finally:
             if resp is not None:
-                try:
-                    for c in iter(lambda: resp.read(CHUNK), b""):
-                        out.write(c)
-                        h.update(c)
-                        moved += len(c)
-                        if progress:
-                            progress(len(c))
-                except (HTTPException, OSError) as e:
-                    raise HubError("network", "%s: the transfer broke after %d bytes (%s); run again to resume"
-                                   % (entry["path"], have + moved, e))
-                finally:
-                    resp.close()
-        size = os.path.getsize(part)
-        want = entry.get("sha256") or entry.get("oid")
-        got = h.hexdigest()
-        if size != entry["size"] or (want and got != want):
-            os.remove(part)
-            raise HubError("integrity", "%s: got %d bytes with hash %s, the Hub says %d bytes and %s; the partial file was "
-                           "removed, run again" % (entry["path"], size, got, entry["size"], want))
-        os.rename(part, dest)
-        return moved
+                resp.close()
 
 
 class LocalSource(object):
@@ -290,40 +307,21 @@ class LocalSource(object):
         """Copy one file (continuing a partial copy), verified like a download."""
         src = os.path.join(self.source_dir, entry["path"])
         part = dest + ".incomplete"
-        have = os.path.getsize(part) if os.path.exists(part) else 0
-        if have > entry["size"]:
-            os.remove(part)
-            have = 0
-        h = hashlib.sha256() if entry.get("sha256") else hashlib.sha1(("blob %d\0" % entry["size"]).encode())
-        parent = os.path.dirname(dest)
-        if parent and not os.path.isdir(parent):
-            os.makedirs(parent)
-        moved = 0
+        have = _partial_size(part, entry["size"])
+
+        def cannot_copy(e, _done=None):
+            return HubError("not_found", "%s: cannot copy from %s (%s)" % (entry["path"], self.source_dir, e))
+
         try:
             with open(src, "rb") as fin:
-                if have:
-                    with open(part, "rb") as f:
-                        for c in iter(lambda: f.read(CHUNK), b""):
-                            h.update(c)
-                    fin.seek(have)
-                with open(part, "ab" if have else "wb") as out:
-                    for c in iter(lambda: fin.read(CHUNK), b""):
-                        out.write(c)
-                        h.update(c)
-                        moved += len(c)
-                        if progress:
-                            progress(len(c))
+                fin.seek(have)
+                return _receive(
+                    part, dest, entry, fin.read, have, progress, cannot_copy,
+                    lambda size, got, want: "%s in %s: %d bytes with hash %s, the manifest says %d bytes and %s; the "
+                                            "source is damaged, nothing was served"
+                                            % (entry["path"], self.source_dir, size, got, entry["size"], want))
         except (IOError, OSError) as e:
-            raise HubError("not_found", "%s: cannot copy from %s (%s)" % (entry["path"], self.source_dir, e))
-        size = os.path.getsize(part)
-        want = entry.get("sha256") or entry.get("oid")
-        got = h.hexdigest()
-        if size != entry["size"] or (want and got != want):
-            os.remove(part)
-            raise HubError("integrity", "%s in %s: %d bytes with hash %s, the manifest says %d bytes and %s; the source is "
-                           "damaged, nothing was served" % (entry["path"], self.source_dir, size, got, entry["size"], want))
-        os.rename(part, dest)
-        return moved
+            raise cannot_copy(e)
 
 
 def file_hash_ok(path, entry):
@@ -334,14 +332,10 @@ def file_hash_ok(path, entry):
         return False
     if size != entry["size"]:
         return False
-    if entry.get("sha256"):
-        h = hashlib.sha256()
-        want = entry["sha256"]
-    elif entry.get("oid"):
-        h = hashlib.sha1(("blob %d\0" % size).encode())
-        want = entry["oid"]
-    else:
+    want = entry.get("sha256") or entry.get("oid")
+    if not want:
         return True
+    h = _hasher(entry)
     with open(path, "rb") as f:
         for c in iter(lambda: f.read(CHUNK), b""):
             h.update(c)

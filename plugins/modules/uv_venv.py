@@ -371,23 +371,18 @@ def build(b, p, interpreter, build_dir):
     nbi = []
     for name in p["no_build_isolation"]:
         nbi += ["--no-build-isolation-package", name]
-    if not p["packages"] and not p["packages_no_deps"]:
-        err = b.run([uv, "pip", "sync"] + py + src + nbi + [p["lock"]], "uv pip sync of %s" % p["lock"])
-        if err:
-            return err
-    if p["packages_no_deps"]:
-        err = b.run([uv, "pip", "install"] + py + src + nbi + ["--no-deps", "-c", p["lock"]] + p["packages_no_deps"],
-                    "uv pip install --no-deps %s" % " ".join(p["packages_no_deps"]))
-        if err:
-            return err
-    if p["packages"]:
-        err = b.run([uv, "pip", "install"] + py + src + nbi + ["-c", p["lock"]] + p["packages"],
-                    "uv pip install %s" % " ".join(p["packages"]))
-        if err:
-            return err
-    if p["extra"]:
-        err = b.run([uv, "pip", "install"] + py + src + nbi + ["--no-deps", "-c", p["lock"]] + p["extra"],
-                    "uv pip install %s" % " ".join(p["extra"]))
+    lock = ["-c", p["lock"]]
+    if p["packages"] or p["packages_no_deps"]:
+        steps = []
+    else:
+        steps = [(["sync"], [p["lock"]], "uv pip sync of %s" % p["lock"])]
+    # only the selected packages of the lock; then the extras (their dependencies must be in the lock)
+    for names, flags, label in ((p["packages_no_deps"], ["--no-deps"], "uv pip install --no-deps"),
+                                (p["packages"], [], "uv pip install"), (p["extra"], ["--no-deps"], "uv pip install")):
+        if names:
+            steps.append((["install"], flags + lock + names, "%s %s" % (label, " ".join(names))))
+    for verb, tail, what in steps:
+        err = b.run([uv, "pip"] + verb + py + src + nbi + tail, what)
         if err:
             return err
     return None

@@ -1,7 +1,6 @@
 """Run the collection's modules for real through `ansible` (ad hoc, JSON callback) on localhost."""
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -10,6 +9,10 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STANDIN = os.path.join(ROOT, "tests", "lab", "sglang_standin")
 VENV_BIN = os.path.dirname(sys.executable)
+OLAH = os.path.join(ROOT, ".venv-hub", "bin", "olah-cli")
+# The lab's helpers (local_hub, make_wheel) are stdlib-only and serve the tests as well.
+sys.path.insert(0, os.path.join(ROOT, "tests", "lab"))
+from local_hub import LocalHub, free_port  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def run_module(module, args, check=False):
@@ -32,12 +35,34 @@ def run_module(module, args, check=False):
     return res
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+def run_playbook(plays, tmp_path, check=False):
+    """Write plays (a list of play dicts) to a playbook in tmp_path and run it with ansible-playbook."""
+    pb = tmp_path / "pb.yml"
+    pb.write_text(json.dumps(plays))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER=sys.executable,
+               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
+    cmd = [os.path.join(VENV_BIN, "ansible-playbook"), str(pb)] + (["--check"] if check else [])
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
+
+
+def recap(stdout, host="localhost"):
+    """The PLAY RECAP counters of a host, as ints."""
+    line = [x for x in stdout.splitlines() if x.startswith(host)][-1]
+    return dict((k, int(v)) for k, v in (kv.split("=") for kv in line.split(":", 1)[1].split()))
+
+
+def serve_local_hub(tmp_path_factory, name, repo_id, files):
+    """A LocalHub (olah + front, tests/lab/local_hub.py) serving one repo; yields it with .sha set, then stops it."""
+    if not os.path.exists(OLAH):
+        pytest.fail("olah is not installed: run tests/ci/bootstrap.sh (make deps)")
+    hub = LocalHub(tmp_path_factory.mktemp(name), OLAH)
+    hub.sha = hub.add_repo(repo_id, files)
+    hub.start()
+    try:
+        yield hub
+    finally:
+        hub.stop()
 
 
 @pytest.fixture

@@ -1,52 +1,29 @@
 """Role hf_model on localhost against the local Hub (olah on loopback): the download runs asynchronously and its
 progress is reported, the token lands in a 0600 file and never in the output, a second run changes nothing
 and sends no request, check mode writes nothing, a gated repo stops the play with the reason."""
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from ansible_helpers import ROOT, VENV_BIN
+from ansible_helpers import recap, run_playbook, serve_local_hub
+from local_hub import tiny_model_files
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "lab"))
-from local_hub import LocalHub, tiny_model_files  # noqa: E402  pylint: disable=wrong-import-position
-
-OLAH = os.path.join(ROOT, ".venv-hub", "bin", "olah-cli")
 REPO = "tiny-org/role-model"
 TOKEN = "hf_gpuserveROLEtoken9876543210fedcba"
 
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    if not os.path.exists(OLAH):
-        pytest.fail("olah is not installed: run tests/ci/bootstrap.sh (make deps)")
-    h = LocalHub(tmp_path_factory.mktemp("rolehub"), OLAH)
-    h.sha = h.add_repo(REPO, tiny_model_files(weights_mib=4, seed=b"role"))
-    h.start()
-    yield h
-    h.stop()
+    yield from serve_local_hub(tmp_path_factory, "rolehub", REPO, tiny_model_files(weights_mib=4, seed=b"role"))
 
 
 def play(hub, tmp_path, check=False, **extra):
-    pb = tmp_path / "pb.yml"
     v = {"hf_model_repo_id": REPO, "hf_model_revision": hub.sha, "hf_model_dir": str(tmp_path / "model"),
          "hf_model_endpoint": hub.endpoint, "hf_model_token": TOKEN, "hf_model_token_file": str(tmp_path / "etc" / "hf-token"),
          "hf_model_owner": "root", "hf_model_group": "root", "hf_model_poll_interval": 1, "hf_model_disk_margin_mib": 0}
     v.update(extra)
-    pb.write_text(json.dumps([{"hosts": "localhost", "connection": "local", "gather_facts": False,
-                               "roles": [{"role": "gpuserve.sglang.hf_model", "vars": v}]}]))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-    cmd = [os.path.join(VENV_BIN, "ansible-playbook"), str(pb)] + (["--check"] if check else [])
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
-
-
-def recap(out):
-    line = [x for x in out.splitlines() if x.startswith("localhost")][-1]
-    return dict(kv.split("=") for kv in line.split(":", 1)[1].split())
+    return run_playbook([{"hosts": "localhost", "connection": "local", "gather_facts": False,
+                          "roles": [{"role": "gpuserve.sglang.hf_model", "vars": v}]}], tmp_path, check)
 
 
 def test_download_with_progress_then_nothing_on_the_second_run(hub, tmp_path):
@@ -57,7 +34,7 @@ def test_download_with_progress_then_nothing_on_the_second_run(hub, tmp_path):
     assert p.returncode == 0, p.stdout[-3000:]
     assert "MiB/s" in p.stdout and " of " in p.stdout  # bytes done / total / rate while it ran
     assert "tiny-org/role-model@%s" % hub.sha in p.stdout
-    assert int(recap(p.stdout)["changed"]) >= 1
+    assert recap(p.stdout)["changed"] >= 1
     st = os.stat(str(tmp_path / "etc" / "hf-token"))
     assert oct(st.st_mode & 0o777) == "0o600"
     assert all(r[3] for r in hub.requests)
@@ -66,7 +43,7 @@ def test_download_with_progress_then_nothing_on_the_second_run(hub, tmp_path):
     hub.requests[:] = []
     again = play(hub, tmp_path)
     assert again.returncode == 0, again.stdout[-3000:]
-    assert recap(again.stdout)["changed"] == "0"
+    assert recap(again.stdout)["changed"] == 0
     assert hub.requests == []
     assert TOKEN not in again.stdout
 

@@ -10,13 +10,10 @@ import time
 
 import pytest
 
-from ansible_helpers import ROOT, VENV_BIN, run_module
-
-sys.path.insert(0, os.path.join(ROOT, "tests", "lab"))
-from local_hub import LocalHub, tiny_model_files  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_helpers import ROOT, VENV_BIN, run_module, serve_local_hub
+from local_hub import tiny_model_files
 
 M = "gpuserve.sglang.hf_snapshot"
-OLAH = os.path.join(ROOT, ".venv-hub", "bin", "olah-cli")
 REPO = "tiny-org/tiny-model"
 TOKEN = "hf_gpuserveTESTtoken0123456789abcdef"
 FILES = tiny_model_files()
@@ -25,13 +22,7 @@ W1 = "model-00001-of-00002.safetensors"
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    if not os.path.exists(OLAH):
-        pytest.fail("olah is not installed: run tests/ci/bootstrap.sh (make deps)")
-    h = LocalHub(tmp_path_factory.mktemp("hub"), OLAH)
-    h.sha = h.add_repo(REPO, FILES)
-    h.start()
-    yield h
-    h.stop()
+    yield from serve_local_hub(tmp_path_factory, "hub", REPO, FILES)
 
 
 @pytest.fixture(autouse=True)

@@ -1,13 +1,8 @@
 """lxc_gpu_passthrough's `container` entry point (as deploy.yml runs it for each CT of a node) against the
 schema-validating Proxmox API fake: create, adopt with changed=0 on the second run, check mode, bad options."""
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
-from ansible_helpers import ROOT, VENV_BIN
+from ansible_helpers import recap, run_playbook
 from pve_fake import PASSWORD, FakePve
 
 CT = {"ostemplate": "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst", "hostname": "sglang", "rootfs": "local-lvm:200",
@@ -24,24 +19,17 @@ def pve(tmp_path):
 
 
 def play(pve, tmp_path, container, check=False):
-    pb = tmp_path / "pb.yml"
     v = {"lxc_gpu_passthrough_vmid": 129, "lxc_gpu_passthrough_container": container,
          "lxc_gpu_passthrough_api_host": "127.0.0.1", "lxc_gpu_passthrough_api_port": pve.port,
          "lxc_gpu_passthrough_api_password": PASSWORD, "lxc_gpu_passthrough_api_validate_certs": False,
          "lxc_gpu_passthrough_pve_node": "pve1"}
-    pb.write_text(json.dumps([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
+    return run_playbook([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
         {"name": "CT", "ansible.builtin.include_role": {"name": "gpuserve.sglang.lxc_gpu_passthrough", "tasks_from": "container"},
-         "vars": v}]}]))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-    cmd = [os.path.join(VENV_BIN, "ansible-playbook"), str(pb)] + (["--check"] if check else [])
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
+         "vars": v}]}], tmp_path, check)
 
 
 def changed(out):
-    line = [x for x in out.splitlines() if x.startswith("localhost")][-1]
-    return int(line.split("changed=")[1].split()[0])
+    return recap(out)["changed"]
 
 
 def test_the_ct_is_created_then_adopted_unchanged(pve, tmp_path):

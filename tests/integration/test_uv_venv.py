@@ -6,10 +6,8 @@ import sys
 
 import pytest
 
-from ansible_helpers import ROOT, VENV_BIN, run_module
-
-sys.path.insert(0, os.path.join(ROOT, "tests", "lab"))
-from make_wheel import make_wheel  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_helpers import VENV_BIN, run_module
+from make_wheel import make_wheel
 
 M = "gpuserve.sglang.uv_venv"
 UV = os.path.join(VENV_BIN, "uv")
