@@ -20,6 +20,9 @@ import fnmatch
 import hashlib
 import json
 import os
+import shutil
+import subprocess
+import tempfile
 import threading
 import time
 
@@ -271,37 +274,218 @@ class Hub(object):
                 resp.close()
 
 
-class LocalSource(object):
+# Run by LibraryHub with the interpreter of a venv that has huggingface_hub (the SGLang venv has 0.36): downloads
+# the files of the job (in GPUSERVE_HF_JOB) with hf_hub_download into local_dir, which resumes a partial file with a
+# Range request and uses hf_xet for Xet-backed repos (hf_transfer only when the job enables it: it does not resume).
+# Prints one JSON document: the library's versions, and either the files done or the error.
+LIBRARY_HELPER = r"""
+import json, os, sys
+job = json.loads(os.environ["GPUSERVE_HF_JOB"])
+out = {"versions": {}}
+try:
+    import huggingface_hub
+    from huggingface_hub import hf_hub_download
+except ImportError as e:
+    out.update(error="ImportError", status=None, message=str(e))
+    print(json.dumps(out))
+    sys.exit(3)
+out["versions"]["huggingface_hub"] = huggingface_hub.__version__
+from importlib.metadata import PackageNotFoundError, version
+for name in ("hf_xet", "hf_transfer"):
+    try:
+        out["versions"][name] = version(name.replace("_", "-"))
+    except PackageNotFoundError:
+        pass
+if job.get("probe"):
+    print(json.dumps(out))
+    sys.exit(0)
+from concurrent.futures import ThreadPoolExecutor
+
+def one(path):
+    hf_hub_download(job["repo_id"], path, revision=job["revision"], local_dir=job["local_dir"])
+    return path
+
+try:
+    with ThreadPoolExecutor(max_workers=job["workers"]) as pool:
+        out["done"] = list(pool.map(one, job["files"]))
+except Exception as e:
+    cause = e  # huggingface_hub wraps an HTTP error of its HEAD call in LocalEntryNotFoundError: find the answer
+    while cause is not None and getattr(cause, "response", None) is None:
+        cause = cause.__cause__
+    text = str(cause or e).strip().splitlines()
+    status = getattr(getattr(cause, "response", None), "status_code", None)
+    out.update(error=type(cause or e).__name__, status=status, message=text[0] if text else "")
+    print(json.dumps(out))
+    sys.exit(1)
+print(json.dumps(out))
+"""
+
+LIBRARY_CACHE = os.path.join(".cache", "huggingface")
+RSYNC_PARTIAL = ".gpuserve-rsync-partial"
+
+
+def bytes_under(top, keep=None):
+    """Bytes of the files under a directory (those whose name `keep` accepts)."""
+    total = 0
+    for root, _dirs, names in os.walk(top):
+        for n in names:
+            if keep is None or keep(n):
+                try:
+                    total += os.path.getsize(os.path.join(root, n))
+                except OSError:
+                    pass  # renamed or removed while we looked
+    return total
+
+
+def run_polled(argv, env, stdin_bytes, local_dir, progress=None):
+    """Run a downloader (argv list, no shell) and, while it runs, report what it has written under local_dir as
+    progress. Returns (process, stdout, stderr)."""
+    proc = subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.PIPE if stdin_bytes is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if stdin_bytes is not None:
+        proc.stdin.write(stdin_bytes)
+        proc.stdin.close()
+    readers = {}
+
+    def drain(name, stream):
+        readers[name] = stream.read()
+
+    threads = [threading.Thread(target=drain, args=(n, st)) for n, st in (("out", proc.stdout), ("err", proc.stderr))]
+    for t in threads:
+        t.start()
+    if progress is not None:
+        base, start = progress.done, bytes_under(local_dir)
+        while proc.poll() is None:
+            progress.set(base + max(0, bytes_under(local_dir) - start))
+            time.sleep(0.5)
+    proc.wait()
+    for t in threads:
+        t.join()
+    return proc, readers.get("out", b""), readers.get("err", b"")
+
+
+class LibraryHub(Hub):
+    """The Hub through huggingface_hub (resumable HTTP, hf_xet for Xet-backed repos, hf_transfer when asked), run
+    with another interpreter (`python`, e.g. the SGLang venv's). File lists and hashes still come from the Hub API
+    (Hub.commit/tree), and snapshot() verifies every file the library wrote against them before the manifest. The
+    token reaches the library through the environment (HF_TOKEN_PATH for a file), never argv."""
+
+    name = "huggingface_hub"
+
+    def __init__(self, endpoint, python, token=None, token_file=None, timeout=60, hf_transfer=False):
+        Hub.__init__(self, endpoint, token=token, timeout=timeout)
+        self.python = python
+        self.token_file = token_file
+        self.hf_transfer = hf_transfer
+        self.versions = None
+
+    def _env(self, local_dir, job):
+        env = dict((k, v) for k, v in os.environ.items() if not k.startswith("HF_"))
+        env.update(HF_ENDPOINT=self.endpoint, HF_HOME=os.path.join(local_dir, LIBRARY_CACHE, "home"),
+                   HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1",
+                   HF_HUB_ENABLE_HF_TRANSFER="1" if self.hf_transfer else "0",
+                   HF_HUB_DOWNLOAD_TIMEOUT=str(self.timeout), HF_HUB_ETAG_TIMEOUT=str(self.timeout),
+                   GPUSERVE_HF_JOB=json.dumps(job))
+        if self.token_file:
+            env["HF_TOKEN_PATH"] = self.token_file
+        elif self.token:
+            env["HF_TOKEN"] = self.token
+        else:
+            env["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"
+        return env
+
+    def _run(self, local_dir, job, progress=None):
+        try:
+            proc, out, err = run_polled([self.python, "-c", LIBRARY_HELPER], self._env(local_dir, job), None,
+                                        local_dir, progress)
+        except OSError as e:
+            raise HubError("downloader", "python=%s cannot run (%s): point hf_model_python at the interpreter of a venv "
+                           "with huggingface_hub (the SGLang venv's bin/python), or use hf_model_downloader=builtin"
+                           % (self.python, e.strerror))
+        try:
+            doc = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            tail = err.decode("utf-8", "replace").strip().splitlines()[-3:]
+            raise HubError("downloader", "the huggingface_hub download with %s ended with code %s and no result: %s"
+                           % (self.python, proc.returncode, " | ".join(tail)))
+        self.versions = doc.get("versions")
+        return doc
+
+    def prepare(self, local_dir):
+        """The library is there (before any byte is written); its versions."""
+        if self.versions is None:
+            doc = self._run(local_dir, {"probe": True})
+            if doc.get("error"):
+                raise HubError("downloader", "python=%s has no huggingface_hub (%s): build the SGLang venv first (role "
+                               "sglang_venv) or use hf_model_downloader=builtin" % (self.python, doc.get("message")))
+        return self.versions
+
+    def fetch_all(self, repo_id, sha, entries, local_dir, workers, progress):
+        """Download these files with huggingface_hub; returns bytes transferred. The caller verifies them."""
+        self.prepare(local_dir)
+        before = bytes_under(os.path.join(local_dir, LIBRARY_CACHE), lambda n: n.endswith(".incomplete"))
+        job = {"repo_id": repo_id, "revision": sha, "local_dir": local_dir, "workers": max(1, int(workers)),
+               "files": [e["path"] for e in entries]}
+        doc = self._run(local_dir, job, progress)
+        if doc.get("error"):
+            status = doc.get("status")
+            what = "%s (huggingface_hub %s)" % (doc.get("error"), doc.get("message"))
+            if status in (401, 403, 404):
+                raise explain_http(status, what, repo_id, sha)
+            raise HubError("network" if not status else "http", "the download of %s@%s with huggingface_hub failed: %s"
+                           ": %s; run again to resume" % (repo_id, sha[:12], doc.get("error"), doc.get("message")),
+                           status)
+        return max(0, sum(e["size"] for e in entries) - before)
+
+    def finish(self, local_dir):
+        """The library's own bookkeeping (metadata, locks, xet cache) is not part of the snapshot."""
+        shutil.rmtree(os.path.join(local_dir, LIBRARY_CACHE), ignore_errors=True)
+        try:
+            os.rmdir(os.path.dirname(os.path.join(local_dir, LIBRARY_CACHE)))
+        except OSError:
+            pass
+
+
+class ManifestSource(object):
+    """A snapshot hf_snapshot made elsewhere, described by its manifest (files, sizes, hashes, commit): commit()
+    and tree() from it, no Hub. `where` names it in messages (source_dir=..., source_host=...)."""
+
+    where = ""
+    manifest = None
+
+    def _manifest(self, repo_id):
+        m = self.manifest
+        if not isinstance(m, dict) or m.get("complete") is not True:
+            raise HubError("not_found", "%s has no complete %s (a snapshot made by hf_model/hf_snapshot); "
+                           "copy the whole directory, manifest included, or download from the Hub" % (self.where, MANIFEST))
+        if m.get("repo_id") != repo_id:
+            raise HubError("not_found", "%s holds %s, not %s" % (self.where, m.get("repo_id"), repo_id))
+        return m
+
+    def commit(self, repo_id, revision):
+        m = self._manifest(repo_id)
+        if revision != m["revision"] and (is_commit(revision) or revision not in ("main", "")):
+            raise HubError("not_found", "%s holds %s@%s, not the requested revision %s"
+                           % (self.where, repo_id, m["revision"], revision))
+        return m["revision"]
+
+    def tree(self, repo_id, sha, directory=""):
+        m = self._manifest(repo_id)
+        if sha != m["revision"]:
+            raise HubError("not_found", "%s holds %s@%s, not the requested revision %s"
+                           % (self.where, repo_id, m["revision"], sha))
+        return [dict(f) for f in m["files"]]
+
+
+class LocalSource(ManifestSource):
     """A snapshot already on this machine (an NFS export, or the copy from the node a deployment moves off),
     described by the manifest hf_model wrote there: the same interface as Hub, no network."""
 
     def __init__(self, source_dir):
         self.source_dir = source_dir
         self.endpoint = source_dir
+        self.where = "source_dir=%s" % source_dir
         self.manifest = read_json(os.path.join(source_dir, MANIFEST))
-
-    def _manifest(self, repo_id):
-        m = self.manifest
-        if not isinstance(m, dict) or m.get("complete") is not True:
-            raise HubError("not_found", "source_dir=%s has no complete %s (a snapshot made by hf_model/hf_snapshot); "
-                           "copy the whole directory, manifest included, or download from the Hub" % (self.source_dir, MANIFEST))
-        if m.get("repo_id") != repo_id:
-            raise HubError("not_found", "source_dir=%s holds %s, not %s" % (self.source_dir, m.get("repo_id"), repo_id))
-        return m
-
-    def commit(self, repo_id, revision):
-        m = self._manifest(repo_id)
-        if revision != m["revision"] and (is_commit(revision) or revision not in ("main", "")):
-            raise HubError("not_found", "source_dir=%s holds %s@%s, not the requested revision %s"
-                           % (self.source_dir, repo_id, m["revision"], revision))
-        return m["revision"]
-
-    def tree(self, repo_id, sha, directory=""):
-        m = self._manifest(repo_id)
-        if sha != m["revision"]:
-            raise HubError("not_found", "source_dir=%s holds %s@%s, not the requested revision %s"
-                           % (self.source_dir, repo_id, m["revision"], sha))
-        return [dict(f) for f in m["files"]]
 
     def fetch(self, repo_id, sha, entry, dest, progress=None):
         """Copy one file (continuing a partial copy), verified like a download."""
@@ -322,6 +506,104 @@ class LocalSource(object):
                                             % (entry["path"], self.source_dir, size, got, entry["size"], want))
         except (IOError, OSError) as e:
             raise cannot_copy(e)
+
+
+class RsyncSource(ManifestSource):
+    """A verified snapshot on another host - the node (or the CT) a deployment moves off - fetched with rsync over
+    ssh (argv lists; BatchMode, so a missing key fails instead of prompting). The source's manifest gives the file
+    list, sizes and hashes; rsync continues an interrupted file from its partial copy (--partial-dir), and
+    snapshot() verifies every file against the manifest before writing its own."""
+
+    name = "rsync"
+
+    def __init__(self, host, remote_dir, port=22, key_file=None, known_hosts_file=None, host_key_checking="yes",
+                 timeout=60, bwlimit_kib=0, rsync="rsync"):
+        self.host = host
+        self.bwlimit_kib = int(bwlimit_kib)
+        self.remote_dir = remote_dir.rstrip("/") or "/"
+        self.rsync = rsync
+        self.where = "source_host=%s:%s" % (host, self.remote_dir)
+        self.endpoint = "%s:%s" % (host, self.remote_dir)
+        ssh = ["ssh", "-p", str(int(port)), "-o", "BatchMode=yes", "-o", "ConnectTimeout=%d" % int(timeout),
+               "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4", "-o", "StrictHostKeyChecking=%s" % host_key_checking]
+        if known_hosts_file:
+            ssh += ["-o", "UserKnownHostsFile=%s" % known_hosts_file]
+        if key_file:
+            ssh += ["-i", key_file, "-o", "IdentitiesOnly=yes"]
+        self.ssh = ssh
+        self._manifest_doc = None
+
+    @property
+    def manifest(self):
+        if self._manifest_doc is None:
+            self._manifest_doc = self._remote_manifest()
+        return self._manifest_doc
+
+    def argv(self, *args):
+        """rsync's argv: the ssh command is one argument that rsync splits on blanks (paths with blanks are refused
+        by the module), never a shell string."""
+        return [self.rsync, "-e", " ".join(self.ssh)] + list(args)
+
+    def _fail(self, proc, err, what):
+        tail = " | ".join(err.decode("utf-8", "replace").strip().splitlines()[-3:])
+        if proc.returncode == 255:
+            return HubError("network", "%s: ssh to %s failed while %s (%s); check that the host is reachable from this "
+                            "machine, that hf_model_source_ssh_key is authorized there and its host key is known "
+                            "(hf_model_source_known_hosts)" % (self.where, self.host, what, tail))
+        if proc.returncode == 23:
+            return HubError("not_found", "%s: files missing on the source while %s (%s); is hf_model_source_host_dir "
+                            "the directory hf_model wrote there?" % (self.where, what, tail))
+        return HubError("network", "%s: rsync ended with code %d while %s (%s); run again to resume"
+                        % (self.where, proc.returncode, what, tail))
+
+    def _remote_manifest(self):
+        tmp = tempfile.mkdtemp(prefix="gpuserve-manifest-")
+        try:
+            try:
+                proc, _out, err = run_polled(self.argv("--times", "%s:%s/%s" % (self.host, self.remote_dir, MANIFEST),
+                                                       tmp + "/"), None, None, tmp)
+            except OSError as e:
+                raise HubError("downloader", "rsync cannot run on this machine (%s): install rsync and openssh-client "
+                               "(role hf_model does)" % e.strerror)
+            if proc.returncode == 23:
+                return None  # no manifest there: _manifest() says so
+            if proc.returncode != 0:
+                raise self._fail(proc, err, "reading its manifest")
+            return read_json(os.path.join(tmp, MANIFEST))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def prepare(self, local_dir):
+        return {"rsync": self.rsync}
+
+    def fetch_all(self, repo_id, sha, entries, local_dir, workers, progress):
+        """rsync these files from the source into local_dir (continuing partial ones). Returns bytes received."""
+        listing = "".join(e["path"] + "\n" for e in entries).encode("utf-8")
+        opts = ["--times", "--partial", "--partial-dir=%s" % RSYNC_PARTIAL, "--stats", "--files-from=-"]
+        if self.bwlimit_kib > 0:
+            opts.append("--bwlimit=%d" % self.bwlimit_kib)
+        proc, out, err = run_polled(self.argv(*(opts + ["%s:%s/" % (self.host, self.remote_dir), local_dir + "/"])),
+                                    None, listing, local_dir, progress)
+        if proc.returncode != 0:
+            raise self._fail(proc, err, "copying %d files" % len(entries))
+        received = [ln for ln in out.decode("utf-8", "replace").splitlines() if ln.startswith("Total bytes received:")]
+        try:
+            return int(received[0].split(":", 1)[1].strip().replace(",", "").replace(".", ""))
+        except (IndexError, ValueError):
+            return sum(e["size"] for e in entries)
+
+    def finish(self, local_dir):
+        """Partial copies (kept by rsync for a resume) and the temporary files of a receiver that was killed
+        outright (.<name>.XXXXXX, which rsync never reuses) are not part of the snapshot."""
+        for root, dirs, names in os.walk(local_dir):
+            if RSYNC_PARTIAL in dirs:
+                shutil.rmtree(os.path.join(root, RSYNC_PARTIAL), ignore_errors=True)
+                dirs.remove(RSYNC_PARTIAL)
+            wanted = set(n for n in names if not n.startswith("."))
+            for n in names:
+                stem = n[1:].rsplit(".", 1)[0] if n.startswith(".") and n.count(".") >= 2 else None
+                if stem in wanted and len(n.rsplit(".", 1)[1]) == 6:
+                    os.remove(os.path.join(root, n))
 
 
 def file_hash_ok(path, entry):
@@ -357,6 +639,12 @@ class Progress(object):
     def add(self, n):
         with self.lock:
             self.done += n
+            if time.time() - self.last >= 1.0:
+                self.write()
+
+    def set(self, done):
+        with self.lock:
+            self.done = done
             if time.time() - self.last >= 1.0:
                 self.write()
 
@@ -424,13 +712,14 @@ def snapshot(hub, repo_id, revision, local_dir, allow_patterns=(), ignore_patter
         st = os.statvfs(probe)
         free_bytes = st.f_bavail * st.f_frsize
     short = disk_shortfall(needed, free_bytes, margin_bytes)
+    downloader = hub.prepare(local_dir) if fetch and hasattr(hub, "prepare") else None
     if fetch and short:
         raise HubError("disk", "not enough disk for %s@%s in %s: %d bytes to download + %d margin, %d free (%d short); "
                        "free space or choose another hf_model_dir. Nothing was written."
                        % (repo_id, sha[:12], local_dir, needed, margin_bytes, free_bytes, short))
     result = dict(changed=bool(fetch) or not manifest_matches(manifest, repo_id, sha, patterns), revision=sha,
                   files=files, fetched=[f["path"] for f in fetch], repaired=repaired, bytes_transferred=0, network=True,
-                  bytes_needed=needed)
+                  bytes_needed=needed, downloader=downloader)
     if check_mode:
         return result
     if not os.path.isdir(local_dir):
@@ -444,6 +733,45 @@ def snapshot(hub, repo_id, revision, local_dir, allow_patterns=(), ignore_patter
     prog = Progress(os.path.join(local_dir, PROGRESS), sum(f["size"] for f in files),
                     sum(f["size"] for f in files if f["path"] not in todo) + partial)
     prog.write()
+    fetch_files = _fetch_with_library if hasattr(hub, "fetch_all") else _fetch_threaded
+    result["bytes_transferred"] = fetch_files(hub, repo_id, sha, fetch, local_dir, workers, prog)
+    with open(manifest_path + ".tmp", "w") as out:
+        json.dump(dict(complete=True, repo_id=repo_id, revision=sha, patterns=patterns, files=files,
+                       verified=time.time()), out, indent=1, sort_keys=True)
+    os.rename(manifest_path + ".tmp", manifest_path)
+    prog.write("complete")
+    if hasattr(hub, "finish"):
+        hub.finish(local_dir)
+    result["changed"] = True
+    return result
+
+
+def _fetch_with_library(hub, repo_id, sha, fetch, local_dir, workers, prog):
+    """The library writes the files; each is then verified like our own downloads (a bad one removed, not served)."""
+    try:
+        moved = hub.fetch_all(repo_id, sha, fetch, local_dir, workers, prog) if fetch else 0
+    except HubError:
+        prog.write("failed")
+        raise
+    for f in fetch:
+        p = os.path.join(local_dir, f["path"])
+        if not file_hash_ok(p, f):
+            size = os.path.getsize(p) if os.path.exists(p) else None
+            if os.path.exists(p):
+                os.remove(p)
+            prog.write("failed")
+            raise HubError("integrity", "%s: %s gave %s bytes that do not match the %d bytes and hash %s of %s; the "
+                           "file was removed, nothing was served%s" % (
+                               f["path"], hub.name, size, f["size"], f.get("sha256") or f.get("oid"),
+                               "the source's manifest" if isinstance(hub, ManifestSource) else "the Hub",
+                               " (the source is damaged: repair it there, or download from the Hub)"
+                               if isinstance(hub, ManifestSource) else "; run again"))
+        if os.path.exists(p + ".incomplete"):
+            os.remove(p + ".incomplete")  # a partial of the builtin downloader, superseded
+    return moved
+
+
+def _fetch_threaded(hub, repo_id, sha, fetch, local_dir, workers, prog):
     errors = []
     moved = [0]
     lock = threading.Lock()
@@ -472,11 +800,4 @@ def snapshot(hub, repo_id, revision, local_dir, allow_patterns=(), ignore_patter
     if errors:
         prog.write("failed")
         raise errors[0]
-    with open(manifest_path + ".tmp", "w") as out:
-        json.dump(dict(complete=True, repo_id=repo_id, revision=sha, patterns=patterns, files=files,
-                       verified=time.time()), out, indent=1, sort_keys=True)
-    os.rename(manifest_path + ".tmp", manifest_path)
-    prog.write("complete")
-    result["bytes_transferred"] = moved[0]
-    result["changed"] = True
-    return result
+    return moved[0]

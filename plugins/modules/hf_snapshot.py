@@ -49,6 +49,55 @@ options:
         moves off) instead of the Hub. It must hold the manifest this module writes; every file is verified against
         it while copying, and O(revision), when a commit, must be the one it holds. No network is used.
     type: path
+  downloader:
+    description:
+      - C(builtin) downloads with this module's own client of the Hub API (no dependency on the target).
+      - C(huggingface_hub) downloads with the huggingface_hub library of the venv whose interpreter is O(python) (the
+        SGLang venv has it) - resumable HTTP, and hf_xet for Xet-backed repos; the file list, the disk check and the
+        verification of every file against the Hub's sizes and hashes stay this module's.
+      - O(source_dir) or O(source_host), when set, is used instead of either.
+    type: str
+    choices: [builtin, huggingface_hub]
+    default: builtin
+  python:
+    description: The interpreter of a venv with huggingface_hub, for O(downloader=huggingface_hub).
+    type: path
+  hf_transfer:
+    description:
+      - With O(downloader=huggingface_hub), let hf_transfer fetch large files over parallel connections (when it is
+        installed). It cannot resume - a file interrupted mid-way starts again from its first byte - so it is off by
+        default.
+    type: bool
+    default: false
+  source_host:
+    description:
+      - Copy from a verified snapshot on another host - the node or CT a deployment moves off - with rsync over ssh
+        (C([user@]host)), instead of the Hub. The source's manifest (written there by this module) gives the files,
+        sizes and hashes; an interrupted copy continues from its partial file; every file is verified before the
+        manifest is written here. rsync and ssh must be on the target (role hf_model installs them).
+    type: str
+  source_host_dir:
+    description: The snapshot directory on O(source_host) (default O(local_dir)).
+    type: path
+  ssh_port:
+    description: SSH port of O(source_host).
+    type: int
+    default: 22
+  ssh_key_file:
+    description: Private key (on the target, mode 0600) authorized on O(source_host).
+    type: path
+  ssh_known_hosts_file:
+    description: Known-hosts file holding O(source_host)'s host key (default the account's own).
+    type: path
+  bwlimit_kib:
+    description: With O(source_host), cap the copy at this many KiB/s (rsync C(--bwlimit)) so the old node keeps serving; 0 is no cap.
+    type: int
+    default: 0
+  ssh_host_key_checking:
+    description: C(yes) requires the host key to be known already; C(accept-new) records it on first contact.
+    type: str
+    choices: ['yes', accept-new]
+    default: 'yes'
   token:
     description: Hugging Face token for private or gated repos. Prefer O(token_file).
     type: str
@@ -89,8 +138,9 @@ extends_documentation_fragment:
   - gpuserve.sglang.attributes
 notes:
   - The logic is plain Python in C(plugins/module_utils/hf_hub.py), tested against a real Hub-compatible server.
-  - It is a small, dependency-free client of the Hub's HTTP API rather than huggingface_hub, because the module runs
-    with the target's system Python, and huggingface_hub 1.x/2.x does not resume a killed download across processes.
+  - The builtin downloader is a small, dependency-free client of the Hub's HTTP API, so the module runs with the
+    target's system Python before any venv exists. O(downloader=huggingface_hub) runs the library in a child process
+    of the venv's interpreter, the token passed in its environment (C(HF_TOKEN_PATH) for O(token_file)).
 seealso:
   - module: gpuserve.sglang.sglang_memory_plan
 """
@@ -102,6 +152,26 @@ EXAMPLES = r"""
     revision: 0123456789abcdef0123456789abcdef01234567
     local_dir: /srv/models/Qwen3.6-27B
     source_dir: /mnt/old-node/srv/models/Qwen3.6-27B
+    owner: sglang
+
+- name: Migration - rsync the verified copy from the CT on the old node (52 GB over the LAN, not the Hub)
+  gpuserve.sglang.hf_snapshot:
+    repo_id: Qwen/Qwen3.6-27B
+    revision: 0123456789abcdef0123456789abcdef01234567
+    local_dir: /srv/models/Qwen3.6-27B
+    source_host: root@ct128.lan
+    ssh_key_file: /etc/sglang/model-source-ssh-key
+    ssh_known_hosts_file: /etc/sglang/model-source-known_hosts
+    owner: sglang
+
+- name: Qwen3.6-27B with the SGLang venv's huggingface_hub (hf_xet for a Xet-backed repo)
+  gpuserve.sglang.hf_snapshot:
+    repo_id: Qwen/Qwen3.6-27B
+    revision: 0123456789abcdef0123456789abcdef01234567
+    local_dir: /srv/models/Qwen3.6-27B
+    downloader: huggingface_hub
+    python: /opt/sglang/venv/bin/python
+    token_file: /etc/sglang/hf-token
     owner: sglang
 
 - name: Qwen3.6-27B at a pinned commit, token from a 0600 file
@@ -160,8 +230,14 @@ progress_file:
   description: Where progress is written while downloading.
   returned: success
   type: str
+downloader:
+  description:
+    - With O(downloader=huggingface_hub) and files to fetch, the versions of huggingface_hub, hf_xet and hf_transfer
+      found; with O(source_host), the rsync used.
+  returned: when the library or rsync was used
+  type: dict
 error_kind:
-  description: C(unauthorized), C(forbidden), C(not_found), C(http), C(network), C(integrity) or C(disk).
+  description: C(unauthorized), C(forbidden), C(not_found), C(http), C(network), C(integrity), C(disk) or C(downloader).
   returned: failure
   type: str
 """
@@ -169,9 +245,31 @@ error_kind:
 import json
 import os
 import pwd
+import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_hub import MANIFEST, PROGRESS, Hub, HubError, LocalSource, snapshot
+from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_hub import (
+    MANIFEST, PROGRESS, Hub, HubError, LibraryHub, LocalSource, RsyncSource, snapshot)
+
+
+HOST_RE = re.compile(r"^([A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])$")
+
+
+def rsync_source(module, p):
+    """source_host: refuse what cannot go into rsync's ssh command (blanks) before anything runs."""
+    if not HOST_RE.match(p["source_host"]):
+        module.fail_json(msg="source_host=%s: expected [user@]host (a name, an IPv4 address or [IPv6])" % p["source_host"])
+    for key in ("source_host_dir", "ssh_key_file", "ssh_known_hosts_file"):
+        if p[key] and re.search(r"\s", p[key]):
+            module.fail_json(msg="%s=%s: blanks are not supported in this path; use a path without them" % (key, p[key]))
+    if p["ssh_key_file"] and not os.path.isfile(p["ssh_key_file"]):
+        module.fail_json(msg="ssh_key_file=%s does not exist on the target; write the key there first (hf_model_source_ssh_key)"
+                         % p["ssh_key_file"])
+    if re.search(r"\s", p["local_dir"]):
+        module.fail_json(msg="local_dir=%s: blanks are not supported with source_host" % p["local_dir"])
+    return RsyncSource(p["source_host"], p["source_host_dir"] or p["local_dir"], port=p["ssh_port"],
+                       key_file=p["ssh_key_file"], known_hosts_file=p["ssh_known_hosts_file"],
+                       host_key_checking=p["ssh_host_key_checking"], timeout=p["timeout"], bwlimit_kib=p["bwlimit_kib"])
 
 
 def main():
@@ -182,6 +280,16 @@ def main():
             local_dir=dict(type="path", required=True),
             endpoint=dict(type="str", default="https://huggingface.co"),
             source_dir=dict(type="path"),
+            source_host=dict(type="str"),
+            source_host_dir=dict(type="path"),
+            ssh_port=dict(type="int", default=22),
+            bwlimit_kib=dict(type="int", default=0),
+            ssh_key_file=dict(type="path"),
+            ssh_known_hosts_file=dict(type="path"),
+            ssh_host_key_checking=dict(type="str", choices=["yes", "accept-new"], default="yes"),
+            downloader=dict(type="str", choices=["builtin", "huggingface_hub"], default="builtin"),
+            python=dict(type="path"),
+            hf_transfer=dict(type="bool", default=False),
             token=dict(type="str", no_log=True),
             token_file=dict(type="path"),
             allow_patterns=dict(type="list", elements="str", default=[]),
@@ -192,7 +300,8 @@ def main():
             timeout=dict(type="int", default=60),
             owner=dict(type="str"),
         ),
-        mutually_exclusive=[["token", "token_file"]],
+        mutually_exclusive=[["token", "token_file"], ["source_dir", "source_host"]],
+        required_if=[["downloader", "huggingface_hub", ["python"]]],
         supports_check_mode=True,
     )
     p = module.params
@@ -213,11 +322,16 @@ def main():
             user = pwd.getpwnam(p["owner"])
         except KeyError:
             module.fail_json(msg="owner=%s: no such user on the target; create the service account first" % p["owner"])
-    if p["source_dir"]:
+    if p["source_host"]:
+        hub = rsync_source(module, p)
+    elif p["source_dir"]:
         if os.path.realpath(p["source_dir"]) == os.path.realpath(p["local_dir"]):
             module.fail_json(msg="source_dir and local_dir are the same directory (%s): point local_dir elsewhere, or drop "
                                  "source_dir to verify that copy in place against the Hub" % p["local_dir"])
         hub = LocalSource(p["source_dir"])
+    elif p["downloader"] == "huggingface_hub":
+        hub = LibraryHub(p["endpoint"], p["python"], token=token, token_file=p["token_file"],
+                         timeout=p["timeout"], hf_transfer=p["hf_transfer"])
     else:
         hub = Hub(p["endpoint"], token=token, timeout=p["timeout"])
     try:
@@ -228,6 +342,8 @@ def main():
     result = dict(changed=r["changed"], path=p["local_dir"], revision=r["revision"], file_count=len(r["files"]),
                   bytes=sum(f["size"] for f in r["files"]), fetched=r["fetched"], repaired=r["repaired"],
                   bytes_transferred=r["bytes_transferred"], network=r["network"])
+    if r.get("downloader"):
+        result["downloader"] = r["downloader"]
     if user is not None and not module.check_mode and os.path.isdir(p["local_dir"]):
         for root, dirs, files in os.walk(p["local_dir"]):
             for name in [root] + [os.path.join(root, n) for n in dirs + files]:

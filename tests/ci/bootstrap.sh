@@ -13,13 +13,15 @@ command -v make >/dev/null || need_apt+=(make)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 # the lab: rootful podman with runc (crun fails on this cgroup hybrid), images built by mmdebstrap
 # openssl: the PVE API fake's TLS certificate; shellcheck: ansible-test sanity checks the shell scripts
-for c in podman runc mmdebstrap ssh-keygen newuidmap fuse-overlayfs slirp4netns openssl shellcheck; do
+# rsync + sshd: hf_snapshot's source_host tests copy over a real ssh on loopback
+for c in podman runc mmdebstrap ssh-keygen newuidmap fuse-overlayfs slirp4netns openssl shellcheck rsync; do
   command -v "$c" >/dev/null || need_apt+=("$c")
 done
+[ -x /usr/sbin/sshd ] || need_apt+=(sshd)
 if [ ${#need_apt[@]} -gt 0 ]; then
   pkgs=()
   for c in "${need_apt[@]}"; do
-    case "$c" in ssh-keygen) pkgs+=(openssh-client) ;; newuidmap) pkgs+=(uidmap) ;; *) pkgs+=("$c") ;; esac
+    case "$c" in ssh-keygen) pkgs+=(openssh-client) ;; sshd) pkgs+=(openssh-server) ;; newuidmap) pkgs+=(uidmap) ;; *) pkgs+=("$c") ;; esac
   done
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
@@ -42,6 +44,13 @@ if [ ! -x .venv-hub/bin/olah-cli ] || ! cmp -s tests/lab/requirements-hub.txt .v
   python3 -m venv .venv-hub
   .venv-hub/bin/pip install -q --disable-pip-version-check -r tests/lab/requirements-hub.txt
   cp tests/lab/requirements-hub.txt .venv-hub/.installed
+fi
+# huggingface_hub at the SGLang lock's versions, for hf_snapshot's downloader=huggingface_hub tests (the venv's
+# interpreter stands for the SGLang venv's).
+if [ ! -x .venv-hflib/bin/python ] || ! cmp -s tests/lab/requirements-hflib.txt .venv-hflib/.installed; then
+  python3 -m venv .venv-hflib
+  .venv-hflib/bin/pip install -q --disable-pip-version-check -r tests/lab/requirements-hflib.txt
+  cp tests/lab/requirements-hflib.txt .venv-hflib/.installed
 fi
 
 coll="build/collections/ansible_collections"

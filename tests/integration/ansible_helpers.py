@@ -1,8 +1,10 @@
 """Run the collection's modules for real through `ansible` (ad hoc, JSON callback) on localhost."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -10,6 +12,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 STANDIN = os.path.join(ROOT, "tests", "lab", "sglang_standin")
 VENV_BIN = os.path.dirname(sys.executable)
 OLAH = os.path.join(ROOT, ".venv-hub", "bin", "olah-cli")
+# huggingface_hub at the SGLang lock's version (tests/lab/requirements-hflib.txt), for downloader=huggingface_hub
+HFLIB_PYTHON = os.path.join(ROOT, ".venv-hflib", "bin", "python")
 # The lab's helpers (local_hub, make_wheel) are stdlib-only and serve the tests as well.
 sys.path.insert(0, os.path.join(ROOT, "tests", "lab"))
 from local_hub import LocalHub, free_port  # noqa: E402  pylint: disable=wrong-import-position
@@ -33,6 +37,44 @@ def run_module(module, args, check=False):
     res["_stdout"] = p.stdout
     res["_stderr"] = p.stderr
     return res
+
+
+def descendants(pid):
+    children = {}
+    for n in os.listdir("/proc"):
+        if n.isdigit():
+            try:
+                with open("/proc/%s/stat" % n) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(n))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def start_module(module, args):
+    """The module through `ansible` in the background, in a session of its own (to be killed with kill_tree)."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    return subprocess.Popen([os.path.join(VENV_BIN, "ansible"), "localhost", "-m", module, "-a", json.dumps(args)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def kill_tree(proc):
+    """SIGKILL a process and everything under it (the module, and the downloader it started, may not share a
+    process group), as a power cut or an OOM kill would."""
+    for pid in [proc.pid] + descendants(proc.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+    time.sleep(0.5)
 
 
 def run_playbook(plays, tmp_path, check=False):

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ansible_helpers import recap, run_playbook, serve_local_hub
+from ansible_helpers import HFLIB_PYTHON, recap, run_playbook, serve_local_hub
 from local_hub import tiny_model_files
 
 REPO = "tiny-org/role-model"
@@ -65,3 +65,24 @@ def test_a_gated_repo_stops_with_the_reason(hub, tmp_path):
         hub.gated.clear()
     assert p.returncode != 0
     assert "403 Forbidden" in p.stdout and "error_kind: forbidden" in p.stdout, p.stdout[-4000:]
+
+
+def test_the_huggingface_hub_downloader_reports_progress_and_its_version(hub, tmp_path):
+    hub.required_token = TOKEN
+    hub.throttle_bps = 2 * 1024 * 1024
+    hub.requests[:] = []
+    p = play(hub, tmp_path, hf_model_downloader="huggingface_hub", hf_model_python=HFLIB_PYTHON)
+    assert p.returncode == 0, p.stdout[-3000:]
+    assert "(huggingface_hub 0.36.2)" in " ".join(p.stdout.split()) and "MiB/s" in p.stdout, p.stdout
+    assert [r for r in hub.requests if r[0] == "HEAD"] and all(r[3] for r in hub.requests)
+    assert TOKEN not in p.stdout and TOKEN not in p.stderr
+    hub.throttle_bps = 0
+    hub.requests[:] = []
+    again = play(hub, tmp_path, hf_model_downloader="huggingface_hub", hf_model_python=HFLIB_PYTHON)
+    assert again.returncode == 0 and recap(again.stdout)["changed"] == 0 and hub.requests == []
+
+
+def test_a_relative_python_is_refused_before_anything_changes(hub, tmp_path):
+    p = play(hub, tmp_path, hf_model_downloader="huggingface_hub", hf_model_python="venv/bin/python")
+    assert p.returncode != 0 and "hf_model_python the absolute path" in p.stdout
+    assert not (tmp_path / "model").exists() and not (tmp_path / "etc").exists()

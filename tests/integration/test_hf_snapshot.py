@@ -3,14 +3,11 @@ fresh download, re-run without network, a killed download resumed with no comple
 corrupted file repaired, disk too small, 401/403/404, and the token never printed."""
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
-from ansible_helpers import ROOT, VENV_BIN, run_module, serve_local_hub
+from ansible_helpers import kill_tree, run_module, serve_local_hub, start_module
 from local_hub import tiny_model_files
 
 M = "gpuserve.sglang.hf_snapshot"
@@ -31,24 +28,6 @@ def reset(hub):
     hub.throttle_bps = 0
     hub.required_token = None
     hub.gated.clear()
-
-
-def descendants(pid):
-    children = {}
-    for n in os.listdir("/proc"):
-        if n.isdigit():
-            try:
-                with open("/proc/%s/stat" % n) as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(n))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 def args(hub, d, **kw):
@@ -90,11 +69,7 @@ def test_a_branch_is_resolved_to_its_commit(hub, tmp_path):
 def test_a_killed_download_resumes_and_no_complete_file_is_fetched_twice(hub, tmp_path):
     d = tmp_path / "m"
     hub.throttle_bps = 1024 * 1024  # 1 MiB/s: the 3 MiB weight files take seconds
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    a = args(hub, d, workers=1)
-    p = subprocess.Popen([os.path.join(VENV_BIN, "ansible"), "localhost", "-m", M, "-a", json.dumps(a)], env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    p = start_module(M, args(hub, d, workers=1))
     part = None
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -105,13 +80,7 @@ def test_a_killed_download_resumes_and_no_complete_file_is_fetched_twice(hub, tm
             break
         time.sleep(0.05)
     assert part, "the download never got a partial file next to a complete one"
-    for pid in [p.pid] + descendants(p.pid):  # the module may run in a session of its own: kill the whole tree
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    p.wait()
-    time.sleep(0.5)
+    kill_tree(p)
     complete_before = sorted(n for n in FILES if (d / n).exists())
     partial_bytes = os.path.getsize(d / part)
     assert not (d / ".gpuserve-snapshot.json").exists()  # never marked complete while interrupted

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import http.client
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -48,6 +49,7 @@ class LocalHub(object):
         self.throttle_bps = 0       # bytes per second for file bodies (0: as fast as possible)
         self.required_token = None  # when set, every request needs "Authorization: Bearer <it>"
         self.gated = set()          # repo ids answering 403 even with the token
+        self.denied_files = set()   # file names whose downloads answer 403 (the file list still answers)
         self.proc = None
         self.server = None
 
@@ -130,13 +132,40 @@ class LocalHub(object):
             def log_message(self, *args):
                 return
 
-            def do_GET(self):
+            def _refused(self, method):
                 auth = self.headers.get("Authorization")
-                hub.requests.append(("GET", self.path, self.headers.get("Range"), auth is not None))
+                hub.requests.append((method, self.path, self.headers.get("Range"), auth is not None))
                 if hub.required_token and auth != "Bearer " + hub.required_token:
-                    return self._send(401, b'{"error":"Invalid credentials in Authorization header"}')
-                if any(("/%s/" % g) in self.path for g in hub.gated):
-                    return self._send(403, b'{"error":"Access to model is restricted"}')
+                    self._send(401, b'{"error":"Invalid credentials in Authorization header"}', head=method == "HEAD")
+                    return True
+                if any(("/%s/" % g) in self.path for g in hub.gated) or (
+                        "/resolve/" in self.path and self.path.rsplit("/", 1)[1] in hub.denied_files):
+                    self._send(403, b'{"error":"Access to model is restricted"}', head=method == "HEAD")
+                    return True
+                return False
+
+            def do_HEAD(self):
+                """huggingface_hub asks HEAD /<repo>/resolve/<rev>/<file> for the commit, etag and size first: olah's
+                answer, its redirects pointed back at this front."""
+                if self._refused("HEAD"):
+                    return
+                conn = http.client.HTTPConnection("127.0.0.1", hub.olah_port, timeout=60)
+                conn.request("HEAD", self.path, headers={"Accept-Encoding": "identity"})
+                up = conn.getresponse()
+                up.read()
+                conn.close()
+                self.send_response(404 if up.status == 401 else up.status)
+                for k, v in up.getheaders():
+                    if k.lower() in ("transfer-encoding", "connection", "date", "server", "content-encoding"):
+                        continue
+                    if k.lower() == "location":
+                        v = v.replace("http://127.0.0.1:%d" % hub.olah_port, hub.endpoint)
+                    self.send_header(k, v)
+                self.end_headers()
+
+            def do_GET(self):
+                if self._refused("GET"):
+                    return
                 try:
                     up = urllib.request.urlopen("http://127.0.0.1:%d%s" % (hub.olah_port, self.path), timeout=60)
                     status, body, ctype = up.status, up.read(), up.headers.get("Content-Type", "application/octet-stream")
@@ -154,13 +183,15 @@ class LocalHub(object):
                     return self._send(206, body, ctype, {"Content-Range": "bytes %d-%d/%d" % (start, total - 1, total)})
                 return self._send(status, body, ctype)
 
-            def _send(self, status, body, ctype="application/json", extra=None):
+            def _send(self, status, body, ctype="application/json", extra=None, head=False):
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
                 for k, v in (extra or {}).items():
                     self.send_header(k, v)
                 self.end_headers()
+                if head:
+                    return
                 step = 64 * 1024
                 try:
                     for i in range(0, len(body), step):

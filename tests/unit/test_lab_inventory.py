@@ -24,3 +24,19 @@ def test_lab_pins_the_commit_the_local_hub_serves(tmp_path):
         lab = yaml.safe_load(fh)
     sha = LocalHub(str(tmp_path), "olah-cli").add_repo(lab["hf_model_repo_id"], lab_model_files(ROOT))
     assert sha == lab["hf_model_revision"]
+
+
+def test_the_huggingface_hub_of_the_tests_is_the_one_the_sglang_lock_installs():
+    """downloader=huggingface_hub is tested with .venv-hflib (tests/lab/requirements-hflib.txt): the versions a
+    deployed SGLang 0.5.9 venv has, so a lock update that moves them must move the tests too."""
+    lock = {}
+    with open(os.path.join(ROOT, "roles", "sglang_venv", "files", "locks", "sglang-0.5.9.lock")) as fh:
+        for line in fh:
+            if "==" in line and not line.startswith((" ", "#")):
+                name, rest = line.split("==", 1)
+                lock.setdefault(name.strip(), set()).add(rest.split()[0].rstrip(";\\"))
+    with open(os.path.join(ROOT, "tests", "lab", "requirements-hflib.txt")) as fh:
+        pins = dict(line.strip().split("==") for line in fh if "==" in line and not line.startswith("#"))
+    assert {"huggingface-hub", "hf-xet", "hf-transfer"} <= set(pins)
+    for name, version in pins.items():
+        assert version in lock.get(name, set()), "%s==%s is not in the lock (%s)" % (name, version, lock.get(name))

@@ -1,0 +1,158 @@
+"""hf_snapshot with downloader=huggingface_hub: the library at the SGLang lock's version (.venv-hflib, the
+interpreter standing for the SGLang venv's) against the same real Hub-compatible server (olah behind
+tests/lab/local_hub.py). Fresh download verified, a re-run without a request, a killed download resumed by the
+library with a Range request, a corrupted file repaired, a 403 on a file named, the token (HF_TOKEN_PATH) sent and
+never printed, and an interpreter without the library refused before a byte is written."""
+import json
+import os
+import time
+
+import pytest
+
+from ansible_helpers import HFLIB_PYTHON, kill_tree, run_module, serve_local_hub, start_module
+from local_hub import tiny_model_files
+
+M = "gpuserve.sglang.hf_snapshot"
+REPO = "tiny-org/tiny-lib-model"
+TOKEN = "hf_gpuserveLIBtoken0123456789abcdef"
+# 12 MiB weights: huggingface_hub writes a download in 10 MiB chunks, so only a file past 10 MiB leaves partial bytes
+FILES = tiny_model_files(weights_mib=12, seed=b"library")
+W1 = "model-00001-of-00002.safetensors"
+W2 = "model-00002-of-00002.safetensors"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def pins():
+    with open(os.path.join(ROOT, "tests", "lab", "requirements-hflib.txt")) as f:
+        return dict(line.strip().split("==") for line in f if "==" in line)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    if not os.path.exists(HFLIB_PYTHON):
+        pytest.fail("%s is missing: run tests/ci/bootstrap.sh (make deps)" % HFLIB_PYTHON)
+    yield from serve_local_hub(tmp_path_factory, "hublib", REPO, FILES)
+
+
+@pytest.fixture(autouse=True)
+def reset(hub):
+    hub.requests[:] = []
+    hub.throttle_bps = 0
+    hub.required_token = None
+    hub.denied_files.clear()
+
+
+def args(hub, d, **kw):
+    a = {"repo_id": REPO, "revision": hub.sha, "local_dir": str(d), "endpoint": hub.endpoint, "disk_margin_mib": 0,
+         "downloader": "huggingface_hub", "python": HFLIB_PYTHON}
+    a.update(kw)
+    return a
+
+
+def gets(hub, name):
+    return [r for r in hub.file_requests(name) if r[0] == "GET"]
+
+
+def test_the_library_downloads_everything_verified_and_a_rerun_sends_nothing(hub, tmp_path):
+    d = tmp_path / "m"
+    r = run_module(M, args(hub, d))
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["changed"] is True and r["revision"] == hub.sha and len(r["fetched"]) == len(FILES) + 1
+    want = pins()
+    assert r["downloader"] == {"huggingface_hub": want["huggingface-hub"], "hf_xet": want["hf-xet"],
+                               "hf_transfer": want["hf-transfer"]}
+    for name, data in FILES.items():
+        assert (d / name).read_bytes() == data
+        assert len(gets(hub, name)) == 1  # the library's GET, after its HEAD
+    assert any(q[0] == "HEAD" for q in hub.requests)
+    assert not (d / ".cache").exists()  # the library's metadata and locks are not left in the model directory
+    assert json.loads((d / ".gpuserve-snapshot.json").read_text())["complete"] is True
+    hub.requests[:] = []
+    again = run_module(M, args(hub, d))
+    assert again["changed"] is False and again["network"] is False and hub.requests == []
+    assert "downloader" not in again  # nothing to fetch: the library is not even started
+
+
+def test_check_mode_probes_the_library_and_writes_nothing(hub, tmp_path):
+    d = tmp_path / "m"
+    r = run_module(M, args(hub, d), check=True)
+    assert r["changed"] is True and r["downloader"]["huggingface_hub"] == pins()["huggingface-hub"]
+    assert not d.exists() and not gets(hub, W1)
+
+
+def test_a_killed_library_download_resumes_with_a_range_request(hub, tmp_path):
+    d = tmp_path / "m"
+    hub.throttle_bps = 4 * 1024 * 1024  # a 12 MiB weight file takes 3 s
+    p = start_module(M, args(hub, d, workers=1))
+    cache = d / ".cache" / "huggingface" / "download"
+    part, progress = None, None
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        parts = [n for n in os.listdir(cache) if n.endswith(".incomplete")] if cache.exists() else []
+        if parts and os.path.getsize(cache / parts[0]) > 1024 * 1024 and (d / "config.json").exists():
+            part = parts[0]
+            progress = json.loads((d / ".gpuserve-progress.json").read_text())
+            break
+        time.sleep(0.05)
+    assert part, "the library never had a partial file next to a complete one"
+    kill_tree(p)
+    assert progress["state"] == "downloading" and 0 < progress["bytes_done"] < progress["bytes_total"]
+    partial_bytes = os.path.getsize(cache / part)
+    complete_before = sorted(n for n in FILES if (d / n).exists())
+    assert "config.json" in complete_before and not (d / ".gpuserve-snapshot.json").exists()
+    hub.requests[:] = []
+    hub.throttle_bps = 0
+    r = run_module(M, args(hub, d))
+    assert r.get("failed") is not True, r.get("msg")
+    for name in complete_before:
+        assert gets(hub, name) == [], "%s was complete and was fetched again" % name
+    ranged = [q for q in hub.requests if q[0] == "GET" and q[2]]
+    assert [q[2] for q in ranged] == ["bytes=%d-" % partial_bytes]  # continued where it stopped
+    for n, data in FILES.items():
+        assert (d / n).read_bytes() == data
+
+
+def test_a_corrupted_file_is_fetched_again_by_the_library(hub, tmp_path):
+    d = tmp_path / "m"
+    run_module(M, args(hub, d))
+    data = bytearray((d / W2).read_bytes())
+    data[4096] ^= 0x10
+    (d / W2).write_bytes(bytes(data))
+    hub.requests[:] = []
+    r = run_module(M, args(hub, d, verify="full"))
+    assert r["changed"] is True and r["repaired"] == [W2] and r["fetched"] == [W2]
+    assert (d / W2).read_bytes() == FILES[W2] and len(gets(hub, W2)) == 1 and gets(hub, W1) == []
+
+
+def test_a_refused_file_is_named_and_nothing_is_marked_complete(hub, tmp_path):
+    d = tmp_path / "m"
+    hub.denied_files.add(W2)
+    r = run_module(M, args(hub, d))
+    assert r["failed"] is True and r["error_kind"] == "forbidden" and r["status"] == 403
+    assert r["msg"].startswith("403 Forbidden for") and "accept its terms" in r["msg"]
+    assert not (d / W2).exists() and not (d / ".gpuserve-snapshot.json").exists()
+
+
+def test_the_token_reaches_the_library_by_file_and_is_never_printed(hub, tmp_path):
+    hub.required_token = TOKEN
+    tf = tmp_path / "token"
+    tf.write_text(TOKEN + "\n")
+    os.chmod(str(tf), 0o600)
+    r = run_module(M, args(hub, tmp_path / "m", token_file=str(tf)))
+    assert r.get("failed") is not True, r.get("msg")
+    assert [q for q in hub.requests if q[0] == "HEAD"] and all(q[3] for q in hub.requests)
+    hub.requests[:] = []
+    hub.denied_files.add(W1)
+    bad = run_module(M, args(hub, tmp_path / "n", token=TOKEN))
+    assert bad["failed"] is True and bad["error_kind"] == "forbidden"
+    for res in (r, bad):
+        assert TOKEN not in res["_stdout"] and TOKEN not in res["_stderr"]
+
+
+def test_an_interpreter_without_the_library_is_refused_before_a_byte_is_written(hub, tmp_path):
+    d = tmp_path / "m"
+    r = run_module(M, args(hub, d, python=os.path.join(ROOT, ".venv-hub", "bin", "python3") + "-missing"))
+    assert r["failed"] is True and r["error_kind"] == "downloader" and "cannot run" in r["msg"]
+    r = run_module(M, args(hub, d, python="/usr/bin/env"))
+    assert r["failed"] is True and r["error_kind"] == "downloader"
+    assert not d.exists() and gets(hub, W1) == []
