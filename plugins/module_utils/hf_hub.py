@@ -737,7 +737,7 @@ def snapshot(hub, repo_id, revision, local_dir, allow_patterns=(), ignore_patter
     result["bytes_transferred"] = fetch_files(hub, repo_id, sha, fetch, local_dir, workers, prog)
     with open(manifest_path + ".tmp", "w") as out:
         json.dump(dict(complete=True, repo_id=repo_id, revision=sha, patterns=patterns, files=files,
-                       verified=time.time()), out, indent=1, sort_keys=True)
+                       verified=time.time(), source=hub.endpoint, downloader=downloader), out, indent=1, sort_keys=True)
     os.rename(manifest_path + ".tmp", manifest_path)
     prog.write("complete")
     if hasattr(hub, "finish"):

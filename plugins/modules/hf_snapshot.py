@@ -262,6 +262,13 @@ def rsync_source(module, p):
     for key in ("source_host_dir", "ssh_key_file", "ssh_known_hosts_file"):
         if p[key] and re.search(r"\s", p[key]):
             module.fail_json(msg="%s=%s: blanks are not supported in this path; use a path without them" % (key, p[key]))
+    missing = [f for f in (p["ssh_key_file"], p["ssh_known_hosts_file"] if p["ssh_host_key_checking"] == "yes" else None)
+               if f and not os.path.isfile(f)]
+    if missing and module.check_mode:
+        # the play that would write them has not (check mode): say what would happen instead of failing
+        module.exit_json(changed=True, path=p["local_dir"], fetched=[], repaired=[], bytes_transferred=0, network=False,
+                         msg="would copy from %s:%s; the file list cannot be read in check mode before %s exist(s)"
+                         % (p["source_host"], p["source_host_dir"] or p["local_dir"], ", ".join(missing)))
     if p["ssh_key_file"] and not os.path.isfile(p["ssh_key_file"]):
         module.fail_json(msg="ssh_key_file=%s does not exist on the target; write the key there first (hf_model_source_ssh_key)"
                          % p["ssh_key_file"])

@@ -66,7 +66,8 @@ def test_the_library_downloads_everything_verified_and_a_rerun_sends_nothing(hub
         assert len(gets(hub, name)) == 1  # the library's GET, after its HEAD
     assert any(q[0] == "HEAD" for q in hub.requests)
     assert not (d / ".cache").exists()  # the library's metadata and locks are not left in the model directory
-    assert json.loads((d / ".gpuserve-snapshot.json").read_text())["complete"] is True
+    manifest = json.loads((d / ".gpuserve-snapshot.json").read_text())
+    assert manifest["complete"] is True and manifest["downloader"] == r["downloader"]  # who fetched it, on record
     hub.requests[:] = []
     again = run_module(M, args(hub, d))
     assert again["changed"] is False and again["network"] is False and hub.requests == []

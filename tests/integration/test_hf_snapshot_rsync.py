@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ansible_helpers import descendants, run_module, serve_local_hub, start_module
+from ansible_helpers import descendants, recap, run_module, run_playbook, serve_local_hub, start_module
 from local_hub import tiny_model_files
 from loopback_sshd import SSHD, LoopbackSshd
 
@@ -161,3 +161,43 @@ def test_what_cannot_go_into_the_ssh_command_is_refused(hub, sshd, old, tmp_path
     r = run_module(M, args(hub, sshd, old, tmp_path / "m", ssh_key_file="/nonexistent/key"))
     assert r["failed"] is True and "ssh_key_file=/nonexistent/key does not exist" in r["msg"]
     assert not (tmp_path / "m").exists()
+
+
+def role(hub, sshd, old, tmp_path, check=False, **extra):
+    with open(sshd.key) as f:
+        key = f.read()
+    with open(sshd.known_hosts) as f:
+        known = f.read().strip()
+    v = {"hf_model_repo_id": REPO, "hf_model_revision": hub.sha, "hf_model_dir": str(tmp_path / "model"),
+         "hf_model_endpoint": "http://127.0.0.1:9", "hf_model_source_host": "%s@127.0.0.1" % sshd.user,
+         "hf_model_source_host_dir": old, "hf_model_source_ssh_port": sshd.port, "hf_model_source_ssh_key": key,
+         "hf_model_source_ssh_key_file": str(tmp_path / "etc" / "source-key"), "hf_model_source_known_hosts": [known],
+         "hf_model_source_known_hosts_file": str(tmp_path / "etc" / "known_hosts"), "hf_model_owner": "root",
+         "hf_model_group": "root", "hf_model_poll_interval": 1, "hf_model_disk_margin_mib": 0}
+    v.update(extra)
+    return run_playbook([{"hosts": "localhost", "connection": "local", "gather_facts": False,
+                          "roles": [{"role": "gpuserve.sglang.hf_model", "vars": v}]}], tmp_path, check), key
+
+
+def test_the_role_copies_from_the_source_host_with_its_key_in_a_0600_file_and_changes_nothing_the_second_time(
+        hub, sshd, old, tmp_path):
+    p, key = role(hub, sshd, old, tmp_path, check=True)
+    assert p.returncode == 0, p.stdout[-3000:]
+    assert not (tmp_path / "model").exists()
+    p, key = role(hub, sshd, old, tmp_path, hf_model_source_bwlimit_kib=4096)
+    assert p.returncode == 0, p.stdout[-3000:]
+    out = " ".join(p.stdout.split())
+    assert "(rsync from %s@127.0.0.1)" % sshd.user in out and "MiB/s" in out
+    assert oct(os.stat(str(tmp_path / "etc" / "source-key")).st_mode & 0o777) == "0o600"
+    body = key.strip().splitlines()[1]
+    assert body not in p.stdout and body not in p.stderr  # the private key is never printed
+    for name, data in FILES.items():
+        assert (tmp_path / "model" / name).read_bytes() == data
+    logins = sshd.logins()
+    again = role(hub, sshd, old, tmp_path)[0]
+    assert again.returncode == 0 and recap(again.stdout)["changed"] == 0 and sshd.logins() == logins
+
+
+def test_the_role_refuses_two_sources(hub, sshd, old, tmp_path):
+    p = role(hub, sshd, old, tmp_path, hf_model_source_dir=old)[0]
+    assert p.returncode != 0 and "not both" in p.stdout and not (tmp_path / "etc").exists()

@@ -15,7 +15,7 @@ USER = "gpuserve-rsync"
 def ensure_user(name=USER):
     """A system account that can log in with a key only: a shell, and '*' (no password, not locked: with UsePAM
     no, sshd refuses an account whose password field starts with '!')."""
-    if subprocess.run(["getent", "passwd", name], capture_output=True).returncode != 0:
+    if subprocess.run(["getent", "passwd", name], capture_output=True, check=False).returncode != 0:
         subprocess.run(["useradd", "--system", "--shell", "/bin/sh", "--no-create-home", "--home-dir", "/nonexistent",
                         name], check=True)
     subprocess.run(["usermod", "--password", "*", "--shell", "/bin/sh", name], check=True)

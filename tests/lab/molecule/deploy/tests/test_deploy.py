@@ -38,6 +38,9 @@ def test_the_model_came_from_the_local_hub_complete_and_verified(host):
     names = sorted(f["path"] for f in manifest["files"])
     assert "config.json" in names and "model-00001-of-00002.safetensors" in names
     assert ct(host, "stat", "-c", "%U", "/srv/models/Llama-3.1-8B-Instruct/config.json") == "sglang"
+    # fetched by the SGLang venv's own huggingface_hub (the lock's version), its bookkeeping not left behind
+    assert manifest["downloader"]["huggingface_hub"] == "0.36.2"
+    assert ".cache" not in ct(host, "ls", "-a", "/srv/models/Llama-3.1-8B-Instruct").split()
 
 
 def test_the_ct_got_the_hosts_userspace_driver_without_kernel_modules(host):
