@@ -94,6 +94,21 @@ def recap(stdout, host="localhost"):
     return dict((k, int(v)) for k, v in (kv.split("=") for kv in line.split(":", 1)[1].split()))
 
 
+def snapshot_args(repo_id, hub, local_dir, **kw):
+    """hf_snapshot's arguments for a repo of a LocalHub at its commit, no disk margin, plus kw."""
+    a = {"repo_id": repo_id, "revision": hub.sha, "local_dir": str(local_dir), "endpoint": hub.endpoint, "disk_margin_mib": 0}
+    a.update(kw)
+    return a
+
+
+def write_token(tmp_path, token):
+    """A 0600 token file, as hf_model writes it; its path."""
+    tf = tmp_path / "token"
+    tf.write_text(token + "\n")
+    os.chmod(str(tf), 0o600)
+    return str(tf)
+
+
 def serve_local_hub(tmp_path_factory, name, repo_id, files):
     """A LocalHub (olah + front, tests/lab/local_hub.py) serving one repo; yields it with .sha set, then stops it."""
     if not os.path.exists(OLAH):

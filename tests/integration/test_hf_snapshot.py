@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ansible_helpers import kill_tree, run_module, serve_local_hub, start_module
+from ansible_helpers import kill_tree, run_module, serve_local_hub, snapshot_args, start_module, write_token
 from local_hub import tiny_model_files
 
 M = "gpuserve.sglang.hf_snapshot"
@@ -24,16 +24,11 @@ def hub(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def reset(hub):
-    hub.requests[:] = []
-    hub.throttle_bps = 0
-    hub.required_token = None
-    hub.gated.clear()
+    hub.reset()
 
 
 def args(hub, d, **kw):
-    a = {"repo_id": REPO, "revision": hub.sha, "local_dir": str(d), "endpoint": hub.endpoint, "disk_margin_mib": 0}
-    a.update(kw)
-    return a
+    return snapshot_args(REPO, hub, d, **kw)
 
 
 def test_fresh_download_is_complete_and_verified_then_a_rerun_sends_nothing(hub, tmp_path):
@@ -140,10 +135,7 @@ def test_401_403_404_are_named(hub, tmp_path):
 
 def test_the_token_is_sent_but_never_printed(hub, tmp_path):
     hub.required_token = TOKEN
-    tf = tmp_path / "token"
-    tf.write_text(TOKEN + "\n")
-    os.chmod(str(tf), 0o600)
-    r = run_module(M, args(hub, tmp_path / "m", token_file=str(tf)))
+    r = run_module(M, args(hub, tmp_path / "m", token_file=write_token(tmp_path, TOKEN)))
     assert r.get("failed") is not True, r.get("msg")
     assert all(req[3] for req in hub.requests)  # every request carried the Authorization header
     bad = run_module(M, args(hub, tmp_path / "n", token=TOKEN, revision="no-such-branch"))

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ansible_helpers import HFLIB_PYTHON, kill_tree, run_module, serve_local_hub, start_module
+from ansible_helpers import HFLIB_PYTHON, kill_tree, run_module, serve_local_hub, snapshot_args, start_module, write_token
 from local_hub import tiny_model_files
 
 M = "gpuserve.sglang.hf_snapshot"
@@ -36,17 +36,11 @@ def hub(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def reset(hub):
-    hub.requests[:] = []
-    hub.throttle_bps = 0
-    hub.required_token = None
-    hub.denied_files.clear()
+    hub.reset()
 
 
 def args(hub, d, **kw):
-    a = {"repo_id": REPO, "revision": hub.sha, "local_dir": str(d), "endpoint": hub.endpoint, "disk_margin_mib": 0,
-         "downloader": "huggingface_hub", "python": HFLIB_PYTHON}
-    a.update(kw)
-    return a
+    return snapshot_args(REPO, hub, d, downloader="huggingface_hub", python=HFLIB_PYTHON, **kw)
 
 
 def gets(hub, name):
@@ -136,10 +130,7 @@ def test_a_refused_file_is_named_and_nothing_is_marked_complete(hub, tmp_path):
 
 def test_the_token_reaches_the_library_by_file_and_is_never_printed(hub, tmp_path):
     hub.required_token = TOKEN
-    tf = tmp_path / "token"
-    tf.write_text(TOKEN + "\n")
-    os.chmod(str(tf), 0o600)
-    r = run_module(M, args(hub, tmp_path / "m", token_file=str(tf)))
+    r = run_module(M, args(hub, tmp_path / "m", token_file=write_token(tmp_path, TOKEN)))
     assert r.get("failed") is not True, r.get("msg")
     assert [q for q in hub.requests if q[0] == "HEAD"] and all(q[3] for q in hub.requests)
     hub.requests[:] = []

@@ -120,6 +120,14 @@ class LocalHub(object):
         if getattr(self, "log", None):
             self.log.close()
 
+    def reset(self):
+        """Back to an open, fast hub with an empty request log (between tests)."""
+        self.requests[:] = []
+        self.throttle_bps = 0
+        self.required_token = None
+        self.gated.clear()
+        self.denied_files.clear()
+
     def file_requests(self, name):
         return [r for r in self.requests if "/resolve/" in r[1] and r[1].endswith("/" + name)]
 
