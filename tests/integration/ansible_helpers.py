@@ -94,9 +94,10 @@ def recap(stdout, host="localhost"):
     return dict((k, int(v)) for k, v in (kv.split("=") for kv in line.split(":", 1)[1].split()))
 
 
-def snapshot_args(repo_id, hub, local_dir, **kw):
-    """hf_snapshot's arguments for a repo of a LocalHub at its commit, no disk margin, plus kw."""
-    a = {"repo_id": repo_id, "revision": hub.sha, "local_dir": str(local_dir), "endpoint": hub.endpoint, "disk_margin_mib": 0}
+def snapshot_args(repo, hub, local_dir, defaults=None, **kw):
+    """hf_snapshot's arguments for a repo of a LocalHub at its commit, no disk margin, then defaults, then kw."""
+    a = {"repo_id": repo, "revision": hub.sha, "local_dir": str(local_dir), "endpoint": hub.endpoint, "disk_margin_mib": 0}
+    a.update(defaults or {})
     a.update(kw)
     return a
 

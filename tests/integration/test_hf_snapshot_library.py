@@ -40,7 +40,7 @@ def reset(hub):
 
 
 def args(hub, d, **kw):
-    return snapshot_args(REPO, hub, d, downloader="huggingface_hub", python=HFLIB_PYTHON, **kw)
+    return snapshot_args(REPO, hub, d, {"downloader": "huggingface_hub", "python": HFLIB_PYTHON}, **kw)
 
 
 def gets(hub, name):
