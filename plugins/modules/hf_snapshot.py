@@ -23,7 +23,12 @@ description:
     (O(verify=full) re-hashes every file and re-fetches a corrupted one).
   - Progress (bytes done, total, rate) is written to C(<local_dir>/.gpuserve-progress.json) while it runs, for a
     poller (role hf_model runs this module asynchronously and reports it).
-  - The token goes only into the HTTP Authorization header; it is never in argv, the result or the logs.
+  - The files come from the Hub through this module's own client (default), through the huggingface_hub library of
+    a venv (O(downloader=huggingface_hub)), from a snapshot already on the target (O(source_dir)) or from another
+    host's snapshot with rsync over ssh (O(source_host)); whatever fetched them, every file is verified against the
+    Hub's (or the source manifest's) sizes and hashes before the manifest is written.
+  - The token goes only into the HTTP Authorization header (and, for the library, into its environment as
+    C(HF_TOKEN_PATH)); it is never in argv, the result or the logs.
 author:
   - gpuserve.sglang contributors (@gpuserve)
 options:
@@ -263,11 +268,11 @@ def rsync_source(module, p):
         if p[key] and re.search(r"\s", p[key]):
             module.fail_json(msg="%s=%s: blanks are not supported in this path; use a path without them" % (key, p[key]))
     missing = [f for f in (p["ssh_key_file"], p["ssh_known_hosts_file"] if p["ssh_host_key_checking"] == "yes" else None)
-               if f and not os.path.isfile(f)]
+               if f and not os.path.isfile(f)] + [b for b in ("rsync", "ssh") if not module.get_bin_path(b)]
     if missing and module.check_mode:
         # the play that would write them has not (check mode): say what would happen instead of failing
         module.exit_json(changed=True, path=p["local_dir"], fetched=[], repaired=[], bytes_transferred=0, network=False,
-                         msg="would copy from %s:%s; the file list cannot be read in check mode before %s exist(s)"
+                         msg="would copy from %s:%s; the file list cannot be read in check mode before %s is there"
                          % (p["source_host"], p["source_host_dir"] or p["local_dir"], ", ".join(missing)))
     if p["ssh_key_file"] and not os.path.isfile(p["ssh_key_file"]):
         module.fail_json(msg="ssh_key_file=%s does not exist on the target; write the key there first (hf_model_source_ssh_key)"
@@ -336,6 +341,11 @@ def main():
             module.fail_json(msg="source_dir and local_dir are the same directory (%s): point local_dir elsewhere, or drop "
                                  "source_dir to verify that copy in place against the Hub" % p["local_dir"])
         hub = LocalSource(p["source_dir"])
+    elif p["downloader"] == "huggingface_hub" and module.check_mode and not os.path.exists(p["python"]):
+        # a fresh host in check mode: the venv that would download is built by this same run; list with our client
+        hub = Hub(p["endpoint"], token=token, timeout=p["timeout"])
+        module.warn("python=%s is not there yet (built by the same run): check mode lists the files with the builtin "
+                    "client" % p["python"])
     elif p["downloader"] == "huggingface_hub":
         hub = LibraryHub(p["endpoint"], p["python"], token=token, token_file=p["token_file"],
                          timeout=p["timeout"], hf_transfer=p["hf_transfer"])

@@ -75,6 +75,14 @@ def test_check_mode_probes_the_library_and_writes_nothing(hub, tmp_path):
     assert not d.exists() and not gets(hub, W1)
 
 
+def test_check_mode_on_a_fresh_host_lists_the_files_before_the_venv_exists(hub, tmp_path):
+    r = run_module(M, args(hub, tmp_path / "m", python=str(tmp_path / "venv" / "bin" / "python")), check=True)
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["changed"] is True and len(r["fetched"]) == len(FILES) + 1 and "downloader" not in r
+    assert any("is not there yet" in w for w in r.get("warnings", []))
+    assert not (tmp_path / "m").exists()
+
+
 def test_a_killed_library_download_resumes_with_a_range_request(hub, tmp_path):
     d = tmp_path / "m"
     hub.throttle_bps = 4 * 1024 * 1024  # a 12 MiB weight file takes 3 s
