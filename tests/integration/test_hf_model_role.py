@@ -20,7 +20,8 @@ def hub(tmp_path_factory):
 def play(hub, tmp_path, check=False, **extra):
     v = {"hf_model_repo_id": REPO, "hf_model_revision": hub.sha, "hf_model_dir": str(tmp_path / "model"),
          "hf_model_endpoint": hub.endpoint, "hf_model_token": TOKEN, "hf_model_token_file": str(tmp_path / "etc" / "hf-token"),
-         "hf_model_owner": "root", "hf_model_group": "root", "hf_model_poll_interval": 1, "hf_model_disk_margin_mib": 0}
+         "hf_model_owner": "root", "hf_model_group": "root", "hf_model_poll_interval": 1, "hf_model_disk_margin_mib": 0,
+         "hf_model_python": str(tmp_path / "no-venv" / "bin" / "python")}  # downloader auto: builtin, no venv
     v.update(extra)
     return run_playbook([{"hosts": "localhost", "connection": "local", "gather_facts": False,
                           "roles": [{"role": "gpuserve.sglang.hf_model", "vars": v}]}], tmp_path, check)
@@ -33,6 +34,7 @@ def test_download_with_progress_then_nothing_on_the_second_run(hub, tmp_path):
     p = play(hub, tmp_path)
     assert p.returncode == 0, p.stdout[-3000:]
     assert "MiB/s" in p.stdout and " of " in p.stdout  # bytes done / total / rate while it ran
+    assert "huggingface_hub" not in " ".join(p.stdout.split()).split("The model is complete")[1]  # auto, no venv: builtin
     assert "tiny-org/role-model@%s" % hub.sha in p.stdout
     assert recap(p.stdout)["changed"] >= 1
     st = os.stat(str(tmp_path / "etc" / "hf-token"))
@@ -67,18 +69,18 @@ def test_a_gated_repo_stops_with_the_reason(hub, tmp_path):
     assert "403 Forbidden" in p.stdout and "error_kind: forbidden" in p.stdout, p.stdout[-4000:]
 
 
-def test_the_huggingface_hub_downloader_reports_progress_and_its_version(hub, tmp_path):
+def test_auto_downloads_with_huggingface_hub_when_the_venv_has_it_and_reports_its_version(hub, tmp_path):
     hub.required_token = TOKEN
     hub.throttle_bps = 2 * 1024 * 1024
     hub.requests[:] = []
-    p = play(hub, tmp_path, hf_model_downloader="huggingface_hub", hf_model_python=HFLIB_PYTHON)
+    p = play(hub, tmp_path, hf_model_python=HFLIB_PYTHON)
     assert p.returncode == 0, p.stdout[-3000:]
     assert "(huggingface_hub 0.36.2)" in " ".join(p.stdout.split()) and "MiB/s" in p.stdout, p.stdout
     assert [r for r in hub.requests if r[0] == "HEAD"] and all(r[3] for r in hub.requests)
     assert TOKEN not in p.stdout and TOKEN not in p.stderr
     hub.throttle_bps = 0
     hub.requests[:] = []
-    again = play(hub, tmp_path, hf_model_downloader="huggingface_hub", hf_model_python=HFLIB_PYTHON)
+    again = play(hub, tmp_path, hf_model_python=HFLIB_PYTHON)
     assert again.returncode == 0 and recap(again.stdout)["changed"] == 0 and hub.requests == []
 
 
