@@ -342,9 +342,6 @@ def run_polled(argv, env, stdin_bytes, local_dir, progress=None):
     progress. Returns (process, stdout, stderr)."""
     proc = subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.PIPE if stdin_bytes is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if stdin_bytes is not None:
-        proc.stdin.write(stdin_bytes)
-        proc.stdin.close()
     readers = {}
 
     def drain(name, stream):
@@ -353,6 +350,12 @@ def run_polled(argv, env, stdin_bytes, local_dir, progress=None):
     threads = [threading.Thread(target=drain, args=(n, st)) for n, st in (("out", proc.stdout), ("err", proc.stderr))]
     for t in threads:
         t.start()
+    if stdin_bytes is not None:
+        try:
+            proc.stdin.write(stdin_bytes)
+            proc.stdin.close()
+        except (IOError, OSError):
+            pass  # it ended before reading its input: its exit code and stderr say why
     if progress is not None:
         base, start = progress.done, bytes_under(local_dir)
         while proc.poll() is None:
