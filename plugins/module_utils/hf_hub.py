@@ -322,6 +322,8 @@ print(json.dumps(out))
 
 LIBRARY_CACHE = os.path.join(".cache", "huggingface")
 RSYNC_PARTIAL = ".gpuserve-rsync-partial"
+SSH_FAILURES = ("Host key verification failed", "Permission denied", "Connection refused", "Could not resolve hostname",
+                "Connection timed out", "No route to host", "Connection closed by", "REMOTE HOST IDENTIFICATION HAS CHANGED")
 
 
 def bytes_under(top, keep=None):
@@ -548,8 +550,12 @@ class RsyncSource(ManifestSource):
         return [self.rsync, "-e", " ".join(self.ssh)] + list(args)
 
     def _fail(self, proc, err, what):
-        tail = " | ".join(err.decode("utf-8", "replace").strip().splitlines()[-3:])
-        if proc.returncode == 255:
+        text = err.decode("utf-8", "replace")
+        tail = " | ".join(text.strip().splitlines()[-3:])
+        # ssh's own failure: exit 255, or 12 when rsync reads the dead stream first - its message tells either way
+        if proc.returncode == 255 or any(m in text for m in SSH_FAILURES):
+            ssh_says = [ln for ln in text.splitlines() if any(m in ln for m in SSH_FAILURES)]
+            tail = " | ".join(ssh_says[:1] + [tail]) if ssh_says and ssh_says[0] not in tail else tail
             return HubError("network", "%s: ssh to %s failed while %s (%s); check that the host is reachable from this "
                             "machine, that hf_model_source_ssh_key is authorized there and its host key is known "
                             "(hf_model_source_known_hosts)" % (self.where, self.host, what, tail))
