@@ -742,7 +742,7 @@ def snapshot(hub, repo_id, revision, local_dir, allow_patterns=(), ignore_patter
     prog = Progress(os.path.join(local_dir, PROGRESS), sum(f["size"] for f in files),
                     sum(f["size"] for f in files if f["path"] not in todo) + partial)
     prog.write()
-    fetch_files = _fetch_with_library if hasattr(hub, "fetch_all") else _fetch_threaded
+    fetch_files = _fetch_batch if hasattr(hub, "fetch_all") else _fetch_threaded
     result["bytes_transferred"] = fetch_files(hub, repo_id, sha, fetch, local_dir, workers, prog)
     with open(manifest_path + ".tmp", "w") as out:
         json.dump(dict(complete=True, repo_id=repo_id, revision=sha, patterns=patterns, files=files,
@@ -755,8 +755,9 @@ def snapshot(hub, repo_id, revision, local_dir, allow_patterns=(), ignore_patter
     return result
 
 
-def _fetch_with_library(hub, repo_id, sha, fetch, local_dir, workers, prog):
-    """The library writes the files; each is then verified like our own downloads (a bad one removed, not served)."""
+def _fetch_batch(hub, repo_id, sha, fetch, local_dir, workers, prog):
+    """A batch source (huggingface_hub, rsync) writes the files; each is then verified like our own downloads (a bad
+    one removed, not served)."""
     try:
         moved = hub.fetch_all(repo_id, sha, fetch, local_dir, workers, prog) if fetch else 0
     except HubError:
