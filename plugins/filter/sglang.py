@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import ArgvError, server_argv
+from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import ArgvError, is_loopback, server_argv, validate_args
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import parse_log
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import systemd_exec_line
 from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import flash_attn_mismatches, max_build_jobs, parse_lock
@@ -20,11 +20,21 @@ def sglang_log(text):
     return parse_log(text)
 
 
-def sglang_argv(args, python, model_path):
+def sglang_argv(args, python, model_path, config_file=None):
     try:
-        return server_argv(python, model_path, args)
+        return server_argv(python, model_path, args, config_file=config_file or None)
     except ArgvError as exc:
         raise AnsibleFilterError("sglang_argv: %s" % exc)
+
+
+def sglang_args_problems(args):
+    if not isinstance(args, dict):
+        raise AnsibleFilterError("sglang_args_problems: expected the server args as a mapping")
+    return validate_args(args)
+
+
+def sglang_is_loopback(host):
+    return is_loopback(host)
 
 
 def sglang_systemd_exec(argv):
@@ -51,5 +61,6 @@ def flash_attn_max_jobs(cpus, mem_total_mib, mib_per_job=6144):
 class FilterModule(object):
     def filters(self):
         return {"sglang_log": sglang_log, "sglang_argv": sglang_argv, "sglang_systemd_exec": sglang_systemd_exec,
+                "sglang_args_problems": sglang_args_problems, "sglang_is_loopback": sglang_is_loopback,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,
                 "flash_attn_max_jobs": flash_attn_max_jobs}

@@ -113,8 +113,39 @@ _GRAPH_FRAMES = ("init_device_graphs", "capture", "capture_one_batch_size", "ini
 _DRAFT_FRAMES = ("maybe_init_draft_worker", "init_draft_worker", "EAGLEWorker", "__init__eagle")
 
 
+# Secrets SGLang (and what wraps it) prints: `server_args=ServerArgs(... api_key='...', admin_api_key='...')`
+# (entrypoints/engine.py logs the dataclass repr), a token or password field, credentials in a URL, a bearer
+# token.  Every line is redacted before anything reads it, so no fact, message, traceback or tail carries one.
+REDACTED = "<redacted>"
+_SECRET_HINT = re.compile(r"(?i)key|token|secret|passw|bearer|://")
+_SECRET_RULES = (
+    # name='value' / name="value" / name=value fields of a repr, a config dump or an env listing
+    (re.compile(r"(?i)\b([a-z_]*(?:api_key|token|secret|password))(=|: ?)('[^']*'|\"[^\"]*\"|[^\s,)'\"]+)"),
+     lambda m: m.group(1) + m.group(2) + (REDACTED if m.group(3)[:1] not in "'\"" else
+                                          m.group(3)[:1] + REDACTED + m.group(3)[:1])
+     if not _is_empty(m.group(3)) else m.group(0)),
+    # scheme://user:password@host
+    (re.compile(r"(://[^/\s:@'\"]+:)[^/\s@'\"]+@"), lambda m: m.group(1) + REDACTED + "@"),
+    # Authorization: Bearer <token>
+    (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"), lambda m: m.group(1) + REDACTED),
+)
+
+
+def _is_empty(value):
+    return value in ("None", "''", '""', "null", "") or value.startswith(("None", "[]", "{}"))
+
+
+def redact(line):
+    """``line`` with every secret SGLang or its wrappers print replaced by ``<redacted>``."""
+    if not _SECRET_HINT.search(line):
+        return line
+    for rule, repl in _SECRET_RULES:
+        line = rule.sub(repl, line)
+    return line
+
+
 def _strip(line):
-    """Remove ANSI colour codes, CR and a journald/syslog prefix from one raw line."""
+    """Remove ANSI colour codes, CR and a journald/syslog prefix from one raw line; redact secrets."""
     if "\x1b" in line:
         line = _ANSI.sub("", line)
     line = line.rstrip("\r\n")
@@ -128,7 +159,7 @@ def _strip(line):
         m = _JOURNAL.match(line)
         if m:
             line = line[m.end():]
-    return line
+    return redact(line)
 
 
 def _gb(value, unit):

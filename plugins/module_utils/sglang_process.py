@@ -17,6 +17,7 @@ __metaclass__ = type
 
 import errno
 import hashlib
+import hmac
 import json
 import os
 import signal
@@ -32,7 +33,7 @@ except ImportError:  # pragma: no cover  (Python 2 targets are not supported)
     HTTPException = Exception
 
 try:
-    from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import LogParser
+    from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import LogParser, redact
 except ImportError:  # imported by file path (unit tests, tools): use the sibling file, still stdlib only
     import importlib.util as _ilu
     _spec = _ilu.spec_from_file_location(
@@ -40,15 +41,54 @@ except ImportError:  # imported by file path (unit tests, tools): use the siblin
     _mod = _ilu.module_from_spec(_spec)
     _spec.loader.exec_module(_mod)
     LogParser = _mod.LogParser
+    redact = _mod.redact
 
 LOG_TAIL_LINES = 40
 
 
-def config_hash(argv, env, revision=None):
-    """Hash of what defines a launch: argv, environment (values included) and model revision."""
+def secret_digest(secrets, salt):
+    """HMAC-SHA256 of the secret values under a per-target salt: tells that a secret changed without being a
+    hash of the secret itself (a short key cannot be guessed from a returned or stored digest without the salt)."""
+    return hmac.new(salt, json.dumps(sorted((secrets or {}).items())).encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def load_salt(path):
+    """The target's salt for secret_digest: 32 random bytes in a root-only 0600 file, made once."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as fh:
+            salt = fh.read()
+        if len(salt) >= 32:
+            return salt
+    except (IOError, OSError):
+        pass
+    salt = os.urandom(32)
+    write_private(path, salt)
+    return salt
+
+
+def write_private(path, data, mode=0o600, gid=None):
+    """Write ``data`` (bytes or str) to ``path`` atomically, never through a symlink, with ``mode`` (and group)."""
+    if not isinstance(data, bytes):
+        data = data.encode("utf-8")
+    tmp = "%s.%s.tmp" % (path, uuid.uuid4().hex[:8])
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        os.fchmod(fd, mode)
+        if gid is not None:
+            os.fchown(fd, -1, gid)
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.rename(tmp, path)
+
+
+def config_hash(argv, env, revision=None, secrets_digest=""):
+    """Hash of what defines a launch: argv, the non-secret environment, model revision, and the digest of the
+    secrets (never their values)."""
     h = hashlib.sha256()
-    h.update(json.dumps({"argv": list(argv), "env": sorted((env or {}).items()), "revision": revision or ""},
-                        sort_keys=True).encode("utf-8"))
+    h.update(json.dumps({"argv": list(argv), "env": sorted((env or {}).items()), "revision": revision or "",
+                         "secrets": secrets_digest or ""}, sort_keys=True).encode("utf-8"))
     return h.hexdigest()
 
 
@@ -81,6 +121,28 @@ def pid_alive(pid):
             return fh.read().split(") ", 1)[1][:1] != "Z"
     except (IOError, OSError, IndexError):
         return True
+
+
+def _ppid(pid):
+    try:
+        with open("/proc/%d/stat" % int(pid)) as fh:
+            return int(fh.read().rsplit(") ", 1)[1].split()[1])
+    except (IOError, OSError, IndexError, ValueError):
+        return 0
+
+
+def owned_by(pid, root_pid):
+    """True when ``pid`` is ``root_pid`` or one of its descendants (SGLang's HTTP server may be a child)."""
+    if not pid or not root_pid:
+        return False
+    pid, root_pid = int(pid), int(root_pid)
+    for _hop in range(64):
+        if pid == root_pid:
+            return True
+        if pid <= 1:
+            return False
+        pid = _ppid(pid)
+    return False
 
 
 def pid_cmdline(pid):
@@ -157,7 +219,8 @@ def _open_log_with_marker(log_path, note=""):
     d = os.path.dirname(log_path)
     if d and not os.path.isdir(d):
         os.makedirs(d, 0o750)
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+    # never through a symlink: a link planted in the log directory must not make root append to another file
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o640)
     logf = os.fdopen(fd, "ab")
     logf.write(("# gpuserve launch %s at %s%s\n" % (launch_id, time.strftime("%Y-%m-%d %H:%M:%S"), note)).encode())
     logf.flush()
@@ -235,7 +298,7 @@ class _Tail(object):
         for raw in lines:
             line = raw.decode("utf-8", "replace")
             self.parser.feed(line)
-            self.tail.append(line.rstrip("\r")[-400:])
+            self.tail.append(redact(line.rstrip("\r"))[-400:])
         if len(self.tail) > LOG_TAIL_LINES:
             del self.tail[:-LOG_TAIL_LINES]
         return True
@@ -244,7 +307,7 @@ class _Tail(object):
         if self.partial:
             line = self.partial.decode("utf-8", "replace")
             self.parser.feed(line)
-            self.tail.append(line[-400:])
+            self.tail.append(redact(line)[-400:])
             self.partial = b""
         return self.parser.result()
 

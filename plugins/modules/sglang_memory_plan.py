@@ -152,6 +152,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import validate_args
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_memory import (
     PlanError, checkpoint_bytes, gpus_from_profile, plan,
 )
@@ -177,6 +178,9 @@ def main():
     )
     p = module.params
     weights = p["weights_bytes"]
+    problems = validate_args(p["args"])
+    if problems:
+        module.fail_json(msg="; ".join(problems))
     try:
         if p["model_path"]:
             cfg_path = os.path.join(p["model_path"], "config.json")

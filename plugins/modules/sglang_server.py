@@ -61,8 +61,25 @@ options:
     type: dict
     default: {}
   api_key:
-    description: API key, passed to SGLang through the environment (C(SGLANG_API_KEY)), never in argv.
+    description:
+      - API key SGLang requires on every endpoint but C(/health*) and C(/metrics).
+      - Written to O(config_file), which SGLang reads with C(--config) (SGLang 0.5.9 takes the key only from
+        C(--api-key) or that file, and no environment variable); never in argv, never returned.
     type: str
+  config_file:
+    description:
+      - SGLang's C(--config) YAML holding the API key, written with mode 0640 (0600 without O(config_group)),
+        never through a symlink. Removed again when O(api_key) is unset.
+      - Defaults to C(<directory of env_file>/<name>.yaml) with O(manager=systemd), else C(<state_dir>/<name>.yaml).
+    type: path
+  config_group:
+    description: Group that may read O(config_file) (the service account's group, as SGLang reads it after dropping
+      root). Root only when unset.
+    type: str
+  allow_public_without_api_key:
+    description: Launch on a non-loopback O(host) without O(api_key). Anyone who reaches the port then uses the GPUs.
+    type: bool
+    default: false
   host:
     description: Address SGLang binds and the health probe uses.
     type: str
@@ -191,7 +208,8 @@ argv:
   type: list
   elements: str
 config_hash:
-  description: Hash of argv, environment and revision.
+  description: Hash of argv, the non-secret environment, revision, and a salted digest of the secrets (never
+    their values; the salt stays on the target).
   returned: always
   type: str
 unit:
@@ -204,10 +222,12 @@ unit:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import SECRET_ARGS, ArgvError, server_argv
+from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import (
+    SECRET_ARGS, ArgvError, config_text, is_loopback, server_argv,
+)
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import (
-    config_hash, environment_file, http_get, launch, pid_alive, port_owner, read_state, server_info, stop,
-    systemctl, systemd_start, unit_show, watch, write_state,
+    config_hash, environment_file, http_get, launch, load_salt, owned_by, pid_alive, port_owner, read_state,
+    secret_digest, server_info, stop, systemctl, systemd_start, unit_show, watch, write_private, write_state,
 )
 
 
@@ -222,6 +242,9 @@ def main():
             env=dict(type="dict", default={}, no_log=True),
             public_env=dict(type="dict", default={}),
             api_key=dict(type="str", no_log=True),
+            config_file=dict(type="path"),
+            config_group=dict(type="str"),
+            allow_public_without_api_key=dict(type="bool", default=False),
             host=dict(type="str", default="127.0.0.1"),
             port=dict(type="int", default=30000),
             manager=dict(type="str", default="process", choices=["process", "systemd"]),
@@ -281,23 +304,54 @@ def main():
     for key in SECRET_ARGS:
         if args.get(key):
             module.no_log_values.add(str(args[key]))   # refused below; never echo it back
-    args.setdefault("host", p["host"])
-    args.setdefault("port", p["port"])
+    for key in ("host", "port"):
+        if key in args and str(args[key]) != str(p[key]):
+            module.fail_json(msg="args.%s=%s differs from %s=%s: give the bind address only through %s= (the role: "
+                                 "sglang_server_%s), so the API-key guard and the health probe see what is launched"
+                                 % (key, args[key], key, p[key], key, key), **result)
+    args["host"] = p["host"]
+    args["port"] = p["port"]
+    if not is_loopback(p["host"]) and not p["api_key"] and not p["allow_public_without_api_key"]:
+        module.fail_json(msg="host=%s exposes the server beyond this machine without an API key: set api_key (role: "
+                             "sglang_server_api_key) or, knowingly, allow_public_without_api_key (role: "
+                             "sglang_server_public_without_api_key); nothing was launched" % p["host"], **result)
+    config_file = p["config_file"] or (os.path.join(os.path.dirname(p["env_file"] or "/etc/sglang/x"), name + ".yaml")
+                                       if systemd else os.path.join(state_dir, name + ".yaml"))
     try:
-        argv = server_argv(p["python"], p["model_path"], args)
+        argv = server_argv(p["python"], p["model_path"], args, config_file=config_file if p["api_key"] else None)
+        secret_config = config_text({"api_key": p["api_key"]}) if p["api_key"] else None
     except ArgvError as exc:
         module.fail_json(msg=str(exc), **result)
-    env = dict((str(k), str(v)) for k, v in p["public_env"].items())
-    env.update((str(k), str(v)) for k, v in p["env"].items())
-    if p["api_key"]:
-        env["SGLANG_API_KEY"] = p["api_key"]
+    config_gid = None
+    if p["config_group"]:
+        try:
+            config_gid = grp.getgrnam(p["config_group"]).gr_gid
+        except KeyError:
+            module.fail_json(msg="config_group=%s: no such group on the target (create the service group first)"
+                                 % p["config_group"], **result)
+    public = dict((str(k), str(v)) for k, v in p["public_env"].items())
+    secret_env = dict((str(k), str(v)) for k, v in p["env"].items())
+    env = dict(public)
+    env.update(secret_env)
+    for k in secret_env:
+        public.pop(k, None)
     env_text = None
     if systemd:
         try:
             env_text = environment_file(env)
         except ValueError as exc:
             module.fail_json(msg=str(exc), **result)
-    chash = config_hash(argv, env, p["revision"])
+    secrets = dict(("env:" + k, v) for k, v in secret_env.items())
+    if p["api_key"]:
+        secrets["api_key"] = p["api_key"]
+    digest = ""
+    if secrets:
+        if not os.path.isdir(state_dir) and not module.check_mode:
+            os.makedirs(state_dir, 0o750)
+        salt_path = os.path.join(state_dir, ".secret-salt")
+        digest = secret_digest(secrets, load_salt(salt_path) if not module.check_mode or os.path.exists(salt_path)
+                               else b"check-mode")
+    chash = config_hash(argv, public, p["revision"], digest)
     result.update(argv=argv, config_hash=chash)
 
     if p["state"] == "started" and running and prev.get("config_hash") == chash:
@@ -313,28 +367,31 @@ def main():
         result["status"] = "would_restart" if running else "would_start"
         module.exit_json(**result)
 
+    # the port is checked before anything is stopped: a port held by another process must not take a healthy
+    # server down (only our own running server may hold it)
+    owner = port_owner(p["host"], p["port"])
+    if owner is not None and running and (owned_by(owner["pid"], cur_pid) or (
+            owner["pid"] is None and str(p["port"]) in _prev_port(prev))):
+        owner = None
+    if owner is not None:
+        who = "pid %s (%s)" % (owner["pid"], " ".join(owner["cmdline"])[:200]) if owner["pid"] else "another process"
+        result.update(changed=False, status="failed", failure={
+            "kind": "port_in_use", "rank": None, "phase": "args", "traceback": "",
+            "message": "port %d on %s is already in use by %s" % (p["port"], p["host"], who),
+            "hint": "Stop %s or set another port; nothing was launched%s." % (
+                who, " and the running server was left serving" if running else "")})
+        module.fail_json(msg=result["failure"]["message"], **result)
     if running and not systemd:
         stop(cur_pid)
-    if not running or not systemd:
-        owner = port_owner(p["host"], p["port"])
-        if owner is not None:
-            who = "pid %s (%s)" % (owner["pid"], " ".join(owner["cmdline"])[:200]) if owner["pid"] else "another process"
-            result.update(changed=False, status="failed", failure={
-                "kind": "port_in_use", "rank": None, "phase": "args", "traceback": "",
-                "message": "port %d on %s is already in use by %s" % (p["port"], p["host"], who),
-                "hint": "Stop %s or set another port; nothing was launched." % who})
-            module.fail_json(msg=result["failure"]["message"], **result)
-
     if not os.path.isdir(state_dir):
         os.makedirs(state_dir, 0o750)
     if systemd:
         d = os.path.dirname(env_file)
         if d and not os.path.isdir(d):
             os.makedirs(d, 0o750)
-        fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(env_text)
+        write_private(env_file, env_text)
+    write_secret_config(config_file, secret_config, config_gid)
+    if systemd:
         pid, launch_id, offset, err = systemd_start(unit, log_path, restart=running)
         proc = pid
     else:
@@ -385,6 +442,24 @@ def main():
     if out["stale"]:
         msg = "no output from this launch (launch %s): %s" % (launch_id, msg)
     module.fail_json(msg=msg, **result)
+
+
+def write_secret_config(path, text, gid):
+    """SGLang's --config file with the key (0640 root:<gid>, or 0600), or no file when there is no key."""
+    if text is None:
+        if os.path.lexists(path):
+            os.unlink(path)
+        return
+    d = os.path.dirname(path)
+    if d and not os.path.isdir(d):
+        os.makedirs(d, 0o750)
+    write_private(path, text, 0o640 if gid is not None else 0o600, gid)
+
+
+def _prev_port(prev):
+    """The --port of the previous launch's argv (as a one-element list), for a port owner we cannot name."""
+    argv = prev.get("argv") or []
+    return [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--port"][:1]
 
 
 if __name__ == "__main__":

@@ -1,9 +1,14 @@
 """sglang_server against real processes: the SGLang stand-in replays recorded 0.5.9 start-ups."""
+import http.client
+import json
 import os
 import socket
+import subprocess
+import sys
 import time
 
-from ansible_helpers import run_module
+import yaml
+from ansible_helpers import STANDIN, run_module
 
 M = "gpuserve.sglang.sglang_server"
 
@@ -107,22 +112,132 @@ def test_hang_times_out_with_the_phase_reached_and_is_stopped(server):
         open("/proc/%d/stat" % r["pid"]).read().split(") ")[1][0] == "Z"
 
 
-def test_secrets_never_reach_argv_or_output(server):
+def get(port, path, key=None):
+    """(status, body) of GET http://127.0.0.1:port/path, with a bearer key when given."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path, headers={"Authorization": "Bearer " + key} if key else {})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def test_the_api_key_locks_the_server_and_stays_out_of_argv_environment_and_output(server):
     secret = "sk-very-secret-123"
-    r = run_module(M, scen(server, "ready_tp1_dense", api_key=secret,
-                           env={"HF_TOKEN": secret}))
-    assert r["status"] == "ready"
+    r = run_module(M, scen(server, "ready_tp1_dense", api_key=secret, env={"HF_TOKEN": "hf_other_secret_456"}))
+    assert r["status"] == "ready", r.get("msg")
+    port = server["port"]
+    # SGLang 0.5.9 (and the stand-in, srt/utils/auth.py): health open, everything else needs the key
+    assert get(port, "/v1/models")[0] == 401
+    assert get(port, "/v1/models", "wrong-key")[0] == 401
+    assert get(port, "/v1/models", secret)[0] == 200
+    assert get(port, "/server_info")[0] == 401
+    assert get(port, "/health")[0] == 200
     with open("/proc/%d/cmdline" % r["pid"], "rb") as fh:
-        assert secret.encode() not in fh.read()
+        argv = fh.read().split(b"\0")
+    assert secret.encode() not in b" ".join(argv)
+    config = os.path.join(server["state_dir"], server["name"] + ".yaml")
+    assert argv[argv.index(b"--config") + 1] == config.encode()
+    assert os.stat(config).st_mode & 0o777 == 0o600
+    with open(config) as fh:
+        assert yaml.safe_load(fh) == {"api-key": secret}
     with open("/proc/%d/environ" % r["pid"], "rb") as fh:
         environ = fh.read().split(b"\0")
-    assert b"HF_TOKEN=" + secret.encode() in environ and b"SGLANG_API_KEY=" + secret.encode() in environ
+    assert b"HF_TOKEN=hf_other_secret_456" in environ
+    assert not [e for e in environ if e.startswith(b"SGLANG_API_KEY=")]
+    # SGLang logs server_args with the key: the log has it (root-only file), what we return never does. The
+    # line is in log_tail redacted by us, not masked by Ansible (which would print ********).
+    with open(os.path.join(server["state_dir"], server["name"] + ".log")) as fh:
+        assert "api_key='%s'" % secret in fh.read()
+    assert any("api_key='<redacted>'" in line for line in r["log_tail"]), r["log_tail"]
     assert secret not in r["_stdout"] and secret not in r["_stderr"]
+    assert "hf_other_secret_456" not in r["_stdout"]
     st = os.stat(os.path.join(server["state_dir"], server["name"] + ".state.json"))
     assert st.st_mode & 0o777 == 0o600
     refused = run_module(M, dict(server, args={"api_key": secret}))
     assert refused["failed"] is True and "never go on the command line" in refused["msg"]
     assert secret not in refused["_stdout"].replace("api_key", "")
+
+
+def test_the_config_hash_knows_a_new_key_without_being_a_hash_of_it(server):
+    first = run_module(M, scen(server, "ready_tp1_dense", api_key="key-one"))
+    assert first["status"] == "ready"
+    same = run_module(M, scen(server, "ready_tp1_dense", api_key="key-one"))
+    assert same["changed"] is False and same["config_hash"] == first["config_hash"]
+    other = run_module(M, scen(server, "ready_tp1_dense", api_key="key-two"))
+    assert other["changed"] is True and other["config_hash"] != first["config_hash"]
+    assert get(server["port"], "/v1/models", "key-one")[0] == 401
+    assert get(server["port"], "/v1/models", "key-two")[0] == 200
+    # the digest is keyed by a per-target salt (root-only), so the hash cannot be recomputed from a guessed key
+    salt = os.path.join(server["state_dir"], ".secret-salt")
+    assert os.stat(salt).st_mode & 0o777 == 0o600 and os.path.getsize(salt) >= 32
+    import hashlib  # pylint: disable=import-outside-toplevel
+    unsalted = hashlib.sha256(json.dumps({"argv": other["argv"], "env": sorted(server["public_env"].items()),
+                                          "revision": "", "secrets": ""}, sort_keys=True).encode()).hexdigest()
+    assert other["config_hash"] != unsalted
+    unkeyed = run_module(M, scen(server, "ready_tp1_dense"))
+    assert unkeyed["changed"] is True and "--config" not in unkeyed["argv"]
+    assert not os.path.exists(os.path.join(server["state_dir"], server["name"] + ".yaml"))   # no stale key left
+    assert get(server["port"], "/v1/models")[0] == 200
+
+
+def test_the_standin_ignores_sglang_api_key_like_sglang_059(server, tmp_path):
+    """The stand-in must not be kinder than SGLang: an environment variable locks nothing."""
+    port = server["port"]
+    env = dict(os.environ, PYTHONPATH=STANDIN, SGLANG_STANDIN_SPEED="40", SGLANG_API_KEY="env-key",
+               SGLANG_STANDIN_SCENARIO="ready_tp1_dense")
+    proc = subprocess.Popen([sys.executable, "-m", "sglang.launch_server", "--model-path", str(tmp_path),
+                             "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                if get(port, "/health")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)
+        assert get(port, "/v1/models")[0] == 200          # served to anyone: the variable is ignored
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_public_bind_without_a_key_is_refused_and_args_cannot_move_the_bind(server):
+    r = run_module(M, scen(server, "ready_tp1_dense", host="0.0.0.0"))
+    assert r["failed"] is True and "host=0.0.0.0" in r["msg"] and "api_key" in r["msg"]
+    assert r["changed"] is False and not os.path.exists(os.path.join(server["state_dir"], server["name"] + ".log"))
+    sneaky = run_module(M, scen(server, "ready_tp1_dense", args={"host": "0.0.0.0"}))
+    assert sneaky["failed"] is True and "args.host=0.0.0.0 differs from host=127.0.0.1" in sneaky["msg"]
+    opted = run_module(M, scen(server, "ready_tp1_dense", host="0.0.0.0", allow_public_without_api_key=True))
+    assert opted["status"] == "ready"
+
+
+def test_out_of_range_args_are_refused_before_anything_is_launched(server):
+    for args, needle in (({"mem_fraction_static": 1.2}, "args.mem_fraction_static=1.2: outside (0.0, 1.0)"),
+                         ({"mem_fraction_static": "0.85"}, "write it without quotes"),
+                         ({"tp_size": 0}, "args.tp_size=0: outside [1, 1024]")):
+        r = run_module(M, scen(server, "ready_tp1_dense", args=args))
+        assert r["failed"] is True and needle in r["msg"], r["msg"]
+        assert r["changed"] is False
+    assert not os.path.exists(os.path.join(server["state_dir"], server["name"] + ".log"))
+
+
+def test_moving_to_a_port_another_process_holds_keeps_the_old_server_serving(server):
+    first = run_module(M, scen(server, "ready_tp1_dense"))
+    assert first["status"] == "ready"
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    try:
+        moved = run_module(M, scen(server, "ready_tp1_dense", port=s.getsockname()[1]))
+    finally:
+        s.close()
+    assert moved["failed"] is True and moved["failure"]["kind"] == "port_in_use"
+    assert "left serving" in moved["failure"]["hint"]
+    assert os.path.exists("/proc/%d" % first["pid"])
+    assert get(server["port"], "/health")[0] == 200
 
 
 def test_check_mode_on_a_stopped_server_launches_nothing(server):

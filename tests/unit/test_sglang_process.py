@@ -19,8 +19,8 @@ def test_exec_line_escapes_other_control_characters():
 
 
 def test_environment_file_is_sorted_quoted_and_refuses_what_it_cannot_hold():
-    body = SP.environment_file({"SGLANG_API_KEY": 'k"$x`\\', "HF_TOKEN": "hf_abc"})
-    assert body == 'HF_TOKEN="hf_abc"\nSGLANG_API_KEY="k\\"\\$x\\`\\\\"\n'
+    body = SP.environment_file({"NCCL_SOCKET_IFNAME": 'k"$x`\\', "HF_TOKEN": "hf_abc"})
+    assert body == 'HF_TOKEN="hf_abc"\nNCCL_SOCKET_IFNAME="k\\"\\$x\\`\\\\"\n'
     with pytest.raises(ValueError, match="contains a line break"):
         SP.environment_file({"A": "x\ny"})
     with pytest.raises(ValueError, match="'1BAD' is not a valid environment variable name"):

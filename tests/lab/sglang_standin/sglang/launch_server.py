@@ -10,9 +10,22 @@ From the outside it behaves like the real server:
 - for a failure scenario, ends the way SGLang does: SIGKILL of itself after the sigquit line
   (return code -9), or exit 1 for main-process tracebacks, or exit 2 for argparse errors;
 - scenario "hang" prints the start and then waits forever (for timeouts).
+
+The API key, as SGLang 0.5.9 handles it (read in the 0.5.9 wheel; nothing here is kinder than that):
+- it is set only by ``--api-key`` or by the YAML file of ``--config`` (``srt/server_args.py``
+  ``prepare_server_args`` -> ``srt/server_args_config_parser.py`` ``ConfigArgumentMerger``: one ``--config``
+  only, a ``.yaml``/``.yml`` suffix, ``yaml.safe_load`` of a mapping, each key turned into ``--<key>`` verbatim,
+  store_true flags as booleans, config before the command line so the command line wins). No environment
+  variable sets it: ``SGLANG_API_KEY`` occurs nowhere in 0.5.9, and this stand-in ignores it too;
+- the start-up log carries ``server_args=ServerArgs(...)`` with ``api_key='...'`` (``srt/entrypoints/engine.py``
+  logs the dataclass repr), so whatever reads the log sees the key unless it redacts it;
+- with a key, every request but ``OPTIONS``, ``/health*`` and ``/metrics`` needs ``Authorization: Bearer <key>``
+  (``srt/utils/auth.py`` ``decide_request_auth``, NORMAL level; scheme case-insensitive, constant-time compare),
+  else 401 ``{"error": "Unauthorized"}``; without a key nothing is checked.
 Scenario: the file <model-path>/standin_scenario, else SGLANG_STANDIN_SCENARIO (default ready_tp1_dense). Nothing here touches a GPU.
 """
 import argparse
+import hmac
 import json
 import os
 import re
@@ -26,6 +39,64 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.environ.get("SGLANG_STANDIN_FIXTURES") or os.path.join(
     HERE, "..", "..", "..", "fixtures", "sglang_logs")
 TS = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?)")
+
+
+def _merge_config(parser, argv):
+    """ConfigArgumentMerger.merge_config_with_args of SGLang 0.5.9, for the actions this parser has."""
+    idx = [i for i, a in enumerate(argv) if a == "--config"]
+    if not idx:
+        return argv
+    if len(idx) > 1:
+        raise ValueError("Multiple config files specified! Only one allowed.")
+    if idx[0] == len(argv) - 1:
+        raise ValueError("No config file specified after --config flag!")
+    path = argv[idx[0] + 1]
+    if os.path.splitext(path)[1].lower() not in (".yaml", ".yml"):
+        raise ValueError("Config file must be YAML format, got: %s" % os.path.splitext(path)[1])
+    if not os.path.exists(path):
+        raise ValueError("Config file not found: %s" % path)
+    import yaml  # as SGLang: PyYAML's safe_load, a hard dependency
+    with open(path) as fh:
+        data = yaml.safe_load(fh)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValueError("Config file must contain a dictionary at root level")
+    store_true = [a.dest for a in parser._actions if isinstance(a, argparse._StoreTrueAction)]
+    extra = []
+    for key, value in data.items():
+        if isinstance(value, bool):
+            if key.replace("-", "_") in store_true:
+                if value:
+                    extra.append("--%s" % key)
+            else:
+                extra.extend(["--%s" % key, str(value).lower()])
+        elif isinstance(value, list):
+            if value:
+                extra.append("--%s" % key)
+                extra.extend(str(v) for v in value)
+        else:
+            extra.extend(["--%s" % key, str(value)])
+    return extra + argv[:idx[0]] + argv[idx[0] + 2:]
+
+
+def authorized(api_key, method, path, authorization):
+    """srt/utils/auth.py decide_request_auth of SGLang 0.5.9 for NORMAL endpoints (all this stand-in serves)."""
+    if method == "OPTIONS" or path.startswith("/health") or path.startswith("/metrics") or not api_key:
+        return True
+    parts = (authorization or "").split(" ", 1)
+    if len(parts) != 2 or parts[0].lower() != "bearer":
+        return False
+    return hmac.compare_digest(parts[1].encode(), api_key.encode())
+
+
+def with_api_key(line, args):
+    """The recorded server_args line (resolved values) with this launch's api_key field, as the dataclass repr
+    engine.py logs (f"{server_args=}") always carries it: api_key=None, or the key itself."""
+    body = line.rstrip()
+    if "api_key=" in body or not body.endswith(")"):
+        return body
+    return body[:-1] + "%sapi_key=%r)" % (", " if not body.endswith("(") else "", args.api_key)
 
 
 def parse_args(argv):
@@ -53,7 +124,8 @@ def parse_args(argv):
     p.add_argument("--chunked-prefill-size", type=int)
     p.add_argument("--attention-backend")
     p.add_argument("--skip-server-warmup", action="store_true")
-    return p.parse_args(argv)
+    p.add_argument("--config")
+    return p.parse_args(_merge_config(p, argv))
 
 
 class State(object):
@@ -80,7 +152,7 @@ def make_handler(state):
         def do_GET(self):  # noqa: N802
             a = state.args
             path = self.path.split("?")[0]
-            if a.api_key and path.startswith("/v1/") and self.headers.get("Authorization") != "Bearer " + a.api_key:
+            if not authorized(a.api_key, "GET", path, self.headers.get("Authorization")):
                 return self._send(401, {"error": "Unauthorized"})
             if path in ("/health", "/health_generate"):
                 return self._send(200 if state.status == "Up" else 503)
@@ -129,6 +201,9 @@ def main():
     import sglang_log  # noqa: E402  (plain stdlib file)
     state.facts = sglang_log.parse_log("\n".join(lines))["facts"]
     main_process_failure = bool(lines) and not lines[0].startswith("[")
+    if lines and not main_process_failure and not any("server_args=ServerArgs(" in line for line in lines):
+        m = TS.match(lines[0])
+        lines.insert(0, "[%s] server_args=ServerArgs()" % (m.group(1) if m else time.strftime("%Y-%m-%d %H:%M:%S")))
     prev = None
     server = None
     for line in lines:
@@ -151,6 +226,8 @@ def main():
             threading.Thread(target=server.serve_forever, daemon=True).start()
             line = line.replace("[4242]", "[%d]" % os.getpid())
         line = line.replace("127.0.0.1:30000", "%s:%d" % (args.host, args.port))
+        if " server_args=ServerArgs(" in line:
+            line = with_api_key(line, args)
         if "The server is fired up" in line:
             state.status = "Up"
         sys.stderr.write(line + "\n")

@@ -1,0 +1,108 @@
+"""The one argv builder: the API key goes through SGLang's --config file, numbers are checked, binds classified."""
+import pytest
+import yaml
+
+from unit_helpers import load_module_util
+
+A = load_module_util("sglang_argv")
+P = load_module_util("sglang_process")
+L = load_module_util("sglang_log")
+
+
+def test_the_key_goes_into_a_config_file_sglang_reads_and_argv_only_names_the_file():
+    argv = A.server_argv("/v/bin/python", "/m", {"tp_size": 2}, config_file="/etc/sglang/q.yaml")
+    assert argv[-2:] == ["--config", "/etc/sglang/q.yaml"]
+    key = "k\"ey with 'quotes' $HOME: # and ünïcode"
+    text = A.config_text({"api_key": key})
+    # SGLang 0.5.9's ConfigArgumentMerger: yaml.safe_load, keys turned into --<key> verbatim (so the flag's name)
+    assert yaml.safe_load(text) == {"api-key": key}
+
+
+def test_config_file_must_be_yaml_as_sglang_demands_and_args_cannot_carry_config_or_secrets():
+    with pytest.raises(A.ArgvError, match="only a .yaml or .yml"):
+        A.server_argv("/p", "/m", {}, config_file="/etc/sglang/q.env")
+    with pytest.raises(A.ArgvError, match="args.config"):
+        A.server_argv("/p", "/m", {"config": "/tmp/x.yaml"})
+    with pytest.raises(A.ArgvError, match="sglang_server_api_key"):
+        A.server_argv("/p", "/m", {"api_key": "k"})
+    with pytest.raises(A.ArgvError, match="control character"):
+        A.config_text({"api_key": "a\nb"})
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"mem_fraction_static": 1.2}, "args.mem_fraction_static=1.2: outside (0.0, 1.0)"),
+    ({"mem_fraction_static": 0}, "args.mem_fraction_static=0: outside (0.0, 1.0)"),
+    ({"mem_fraction_static": 1.0}, "outside (0.0, 1.0)"),
+    ({"mem_fraction_static": "0.85"}, "must be a number in (0.0, 1.0)"),
+    ({"tp_size": 0}, "args.tp_size=0: outside [1, 1024]"),
+    ({"tp_size": 2.5}, "must be a whole number"),
+    ({"tp_size": True}, "must be a whole number"),
+    ({"port": 70000}, "args.port=70000: outside [1, 65535]"),
+    ({"context_length": -5}, "args.context_length=-5"),
+])
+def test_bad_numeric_args_are_named_with_value_and_range(args, message):
+    problems = A.validate_args(args)
+    assert problems and message in problems[0]
+    with pytest.raises(A.ArgvError, match="args."):
+        A.server_argv("/p", "/m", args)
+
+
+def test_good_numeric_args_pass():
+    assert A.validate_args({"mem_fraction_static": 0.85, "tp_size": 2, "chunked_prefill_size": -1,
+                            "context_length": 262144, "served_model_name": "q", "port": 30000}) == []
+
+
+@pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("127.1.2.3", True), ("::1", True),
+                                            ("[::1]", True), ("localhost", True), ("0.0.0.0", False),
+                                            ("::", False), ("10.0.0.5", False), ("myhost", False)])
+def test_loopback_binds(host, loopback):
+    assert A.is_loopback(host) is loopback
+
+
+def test_config_hash_changes_with_a_secret_but_is_keyed_by_the_salt():
+    argv = ["/p", "-m", "sglang.launch_server"]
+    one = P.config_hash(argv, {}, None, P.secret_digest({"api_key": "a"}, b"s" * 32))
+    two = P.config_hash(argv, {}, None, P.secret_digest({"api_key": "b"}, b"s" * 32))
+    other_salt = P.config_hash(argv, {}, None, P.secret_digest({"api_key": "a"}, b"t" * 32))
+    assert len({one, two, other_salt}) == 3
+
+
+def test_write_private_never_follows_a_planted_link(tmp_path):
+    target = tmp_path / "victim"
+    target.write_text("untouched")
+    link = tmp_path / "key.yaml"
+    link.symlink_to(target)
+    P.write_private(str(link), "api-key: x\n")
+    assert target.read_text() == "untouched"            # the link was replaced, not followed
+    assert not link.is_symlink() and oct(link.stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_launch_marker_never_appends_through_a_planted_link(tmp_path):
+    target = tmp_path / "passwd"
+    target.write_text("root:x:0:0\n")
+    log = tmp_path / "llama.log"
+    log.symlink_to(target)
+    with pytest.raises(OSError):
+        P._open_log_with_marker(str(log))       # pylint: disable=protected-access
+    assert target.read_text() == "root:x:0:0\n"
+
+
+@pytest.mark.parametrize("line, secret", [
+    ("[2026-11-30 10:00:00] server_args=ServerArgs(model_path='/m', api_key='sk-abc123', port=30000)", "sk-abc123"),
+    ("server_args=ServerArgs(admin_api_key=\"adm-9\", hf_token='hf_xyz')", "adm-9"),
+    ("server_args=ServerArgs(admin_api_key=\"adm-9\", hf_token='hf_xyz')", "hf_xyz"),
+    ("Downloading https://user:pa55word@mirror.example/x", "pa55word"),
+    ("GET /x?token=abc999&y=1", "abc999"),
+    ("Authorization: Bearer eyJhbGciOi.J9", "eyJhbGciOi.J9"),
+])
+def test_secrets_sglang_prints_are_redacted_from_every_parser_output(line, secret):
+    assert secret not in L.redact(line) and L.REDACTED in L.redact(line)
+    res = L.parse_log(line + "\nTraceback (most recent call last):\n  File \"x.py\", line 1, in f\n"
+                      "RuntimeError: failed with " + line + "\n")
+    assert secret not in repr(res)
+
+
+def test_redaction_leaves_ordinary_fields_and_empty_keys_alone():
+    line = "server_args=ServerArgs(tokenizer_path='/m', api_key=None, max_total_tokens=None, mem_fraction_static=0.85)"
+    assert L.redact(line) == line
+    assert L.parse_log(line)["facts"]["mem_fraction_static"] == 0.85
