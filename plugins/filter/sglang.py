@@ -9,6 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import ArgvError, is_loopback, server_argv, validate_args
+from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import policy_versions
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import parse_log
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import systemd_exec_line
 from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import flash_attn_mismatches, max_build_jobs, parse_lock
@@ -58,9 +59,15 @@ def flash_attn_max_jobs(cpus, mem_total_mib, mib_per_job=6144):
     return max_build_jobs(cpus, mem_total_mib, mib_per_job)
 
 
+def apt_policy_versions(text, version=None):
+    if not isinstance(text, str):
+        raise AnsibleFilterError("apt_policy_versions: expected the text of apt-cache policy")
+    return policy_versions(text, version)
+
+
 class FilterModule(object):
     def filters(self):
         return {"sglang_log": sglang_log, "sglang_argv": sglang_argv, "sglang_systemd_exec": sglang_systemd_exec,
-                "sglang_args_problems": sglang_args_problems, "sglang_is_loopback": sglang_is_loopback,
+                "sglang_args_problems": sglang_args_problems, "apt_policy_versions": apt_policy_versions, "sglang_is_loopback": sglang_is_loopback,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,
                 "flash_attn_max_jobs": flash_attn_max_jobs}

@@ -157,3 +157,28 @@ def gpu_facts(smi_stdout, smi_stderr, smi_rc, proc_version="", sys_module_versio
         hint = HINTS[state]
         facts["hint"] = hint % (kernel_version or "(read /proc/driver/nvidia/version)") if "%s" in hint else hint
     return facts
+
+
+def policy_versions(text, version=None):
+    """Names of the packages in ``apt-cache policy`` output that apt can install: with ``version``, those whose
+    version table lists it (``570.153.02`` matches ``570.153.02-1``); without, those with a candidate."""
+    known, name, table = [], None, False
+    for line in text.splitlines():
+        if line and not line[0].isspace() and line.endswith(":"):
+            name, table = line[:-1], False
+            continue
+        if name is None:
+            continue
+        words = line.split()
+        if not words:
+            continue
+        if version is None:
+            if words[0] == "Candidate:" and len(words) > 1 and words[1] != "(none)" and name not in known:
+                known.append(name)
+        elif words[0] == "Version" and words[1:2] == ["table:"]:
+            table = True
+        elif table:
+            v = words[1] if words[0] == "***" and len(words) > 1 else words[0]
+            if (v == version or v.startswith(version + "-") or v.startswith(version + "+")) and name not in known:
+                known.append(name)
+    return known

@@ -2,6 +2,7 @@
 progress is reported, the token lands in a 0600 file and never in the output, a second run changes nothing
 and sends no request, check mode writes nothing, a gated repo stops the play with the reason."""
 import os
+import re
 
 import pytest
 
@@ -88,3 +89,18 @@ def test_a_relative_python_is_refused_before_anything_changes(hub, tmp_path):
     p = play(hub, tmp_path, hf_model_downloader="huggingface_hub", hf_model_python="venv/bin/python")
     assert p.returncode != 0 and "hf_model_python the absolute path" in p.stdout
     assert not (tmp_path / "model").exists() and not (tmp_path / "etc").exists()
+
+
+def test_a_download_polled_more_than_600_times_finishes_with_progress(hub, tmp_path, monkeypatch):
+    """The poll loop is flat: the old self-including poll file died of Python's recursion limit at ~246 polls."""
+    monkeypatch.setenv("ANSIBLE_VERBOSITY", "1")     # task results printed: the poll count
+    hub.reset()
+    hub.throttle_bps = 384 * 1024          # 8 MiB of weights: about 20 s
+    p = play(hub, tmp_path, hf_model_poll_interval=0.01, hf_model_token="")
+    assert p.returncode == 0, p.stdout[-3000:]
+    polls = [int(n) for n in re.findall(r"polls: (\d+)", p.stdout)]
+    assert polls and polls[0] >= 600, p.stdout[-3000:]
+    lines = [line for line in p.stdout.splitlines() if line.startswith(REPO + ": ") and "MiB/s" in line]
+    assert len(lines) >= 4 and len(set(lines)) == len(lines)   # bytes done / total / rate as it went, each new
+    assert "8.0 of 8.0 MiB (100.0 %)" in lines[-1]
+    assert "tiny-org/role-model@%s" % hub.sha in p.stdout

@@ -33,7 +33,10 @@ HOST_NAME = "gpuserve-lab-pvehost"
 HOST_IP = os.environ.get("GPUSERVE_LAB_HOST_IP", "10.88.0.200")
 SUITE = "bookworm"
 PACKAGES = ["systemd", "systemd-sysv", "dbus", "python3", "python3-apt", "iproute2", "procps",
-            "openssh-server", "sudo", "ca-certificates", "less"]
+            "openssh-server", "sudo", "ca-certificates", "less",
+            # PyYAML: the system python3 stands for the SGLang venv in role scenarios, and SGLang reads its
+            # --config file (the API key) with yaml.safe_load
+            "python3-yaml"]
 CONTAINERS_CONF = """[containers]
 default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
 [engine]

@@ -63,3 +63,14 @@ def test_not_available_columns_become_none_and_a_short_line_is_an_error_state():
 def test_old_drivers_name_the_frontend_major_nvidia():
     assert NV.parse_proc_devices("Character devices:\n195 nvidia\n240 nvidia-uvm\n\nBlock devices:\n195 nvidia\n") == \
         {"nvidia-frontend": 195, "nvidia-uvm": 240}
+
+
+def test_apt_policy_tells_which_packages_apt_knows_at_the_pinned_version():
+    text = fixture_text("apt", "policy_pinned.txt")
+    assert NV.policy_versions(text, "570.153.02") == ["nvidia-driver", "nvidia-smi"]
+    assert NV.policy_versions(text, "570.172.08") == ["nvidia-driver"]
+    assert NV.policy_versions(text, "570.172") == []                 # a prefix of a version is not that version
+    assert NV.policy_versions(text) == ["nvidia-driver", "nvidia-smi"]   # has a candidate
+    # an emptied index (fresh image): apt-cache policy prints the names with nothing under them
+    assert NV.policy_versions("nvidia-driver:\n  Installed: (none)\n  Candidate: (none)\n  Version table:\n",
+                             "570.153.02") == []

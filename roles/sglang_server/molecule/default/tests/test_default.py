@@ -33,24 +33,55 @@ def test_process_argv_is_exactly_ours_byte_for_byte_through_systemd_quoting(host
     assert KEY not in " ".join(argv)
 
 
-def test_runs_as_the_service_account_with_the_key_only_in_its_environment(host):
+def test_runs_as_the_service_account_with_the_key_only_in_sglangs_config_file(host):
     pid = str(main_pid(host))
     assert ct(host, "ps", "-o", "user=", "-p", pid) == "sglang"
     env = ct(host, "python3", "-c", "import sys; print(open('/proc/%s/environ' % sys.argv[1]).read().replace('\\0', '\\n'))", pid)
-    assert "SGLANG_API_KEY=" + KEY in env.splitlines()
+    assert KEY not in env                       # SGLang 0.5.9 ignores SGLANG_API_KEY: the key is not there at all
     assert "HOME=/var/lib/sglang" in env.splitlines()
     assert ct(host, "stat", "-c", "%a %U", "/etc/sglang/llama.env") == "600 root"
+    assert ct(host, "stat", "-c", "%a %U %G", "/etc/sglang/llama.yaml") == "640 root sglang"
+    assert ct(host, "stat", "-c", "%a %U %G", "/etc/sglang") == "750 root sglang"
+    assert ct(host, "cat", "/etc/sglang/llama.yaml").splitlines()[-1] == 'api-key: "%s"' % KEY
+    raw = ct(host, "python3", "-c", "import sys; print(repr(open('/proc/%s/cmdline' % sys.argv[1], 'rb').read()))", pid)
+    argv = [a.decode() for a in eval(raw).split(b"\0")[:-1]]  # noqa: S307 (our own repr of bytes)
+    assert argv[-2:] == ["--config", "/etc/sglang/llama.yaml"]
+
+
+PROBE = ("import json, sys, urllib.request, urllib.error\n"
+         "h = {'Authorization': 'Bearer ' + sys.argv[2]} if len(sys.argv) > 2 else {}\n"
+         "req = urllib.request.Request('http://127.0.0.1:30000' + sys.argv[1], headers=h)\n"
+         "try:\n"
+         "    r = urllib.request.urlopen(req, timeout=10)\n"
+         "    print(json.dumps({'code': r.status, 'body': r.read().decode()}))\n"
+         "except urllib.error.HTTPError as e:\n"
+         "    print(json.dumps({'code': e.code, 'body': e.read().decode()}))\n")
+
+
+def test_the_key_locks_the_server_through_systemd(host):
+    assert json.loads(ct(host, "python3", "-c", PROBE, "/v1/models"))["code"] == 401
+    assert json.loads(ct(host, "python3", "-c", PROBE, "/v1/models", "not-the-key"))["code"] == 401
+    assert json.loads(ct(host, "python3", "-c", PROBE, "/v1/models", KEY))["code"] == 200
+    assert json.loads(ct(host, "python3", "-c", PROBE, "/health"))["code"] == 200   # open, as in SGLang 0.5.9
 
 
 def test_health_answers_with_the_key_and_server_info_has_the_capacity(host):
-    probe = ("import json, sys, urllib.request\n"
-             "req = urllib.request.Request('http://127.0.0.1:30000' + sys.argv[1], headers={'Authorization': 'Bearer ' + sys.argv[2]})\n"
-             "r = urllib.request.urlopen(req, timeout=10)\n"
-             "print(json.dumps({'code': r.status, 'body': r.read().decode()}))\n")
-    health = json.loads(ct(host, "python3", "-c", probe, "/health_generate", KEY))
+    health = json.loads(ct(host, "python3", "-c", PROBE, "/health_generate", KEY))
     assert health["code"] == 200
-    info = json.loads(json.loads(ct(host, "python3", "-c", probe, "/server_info", KEY))["body"])
+    info = json.loads(json.loads(ct(host, "python3", "-c", PROBE, "/server_info", KEY))["body"])
     assert info["max_total_num_tokens"] > 0
+
+
+def test_the_log_with_sglangs_server_args_is_readable_by_root_only(host):
+    assert ct(host, "stat", "-c", "%a %U %G", "/var/log/sglang") == "750 root sglang"
+    assert ct(host, "stat", "-c", "%a %U", "/var/log/sglang/llama.log") == "640 root"
+    assert "api_key='%s'" % KEY in ct(host, "cat", "/var/log/sglang/llama.log")   # SGLang logs it, like 0.5.9
+
+
+def test_the_unit_is_hardened(host):
+    props = ct(host, "systemctl", "show", "-p", "NoNewPrivileges", "-p", "ProtectSystem", "-p", "ProtectHome",
+               "-p", "PrivateTmp", UNIT).splitlines()
+    assert sorted(props) == ["NoNewPrivileges=yes", "PrivateTmp=yes", "ProtectHome=yes", "ProtectSystem=full"]
 
 
 def test_log_has_this_launch_marker_then_the_ready_line(host):

@@ -14,12 +14,27 @@ def test_gpu0_passthrough_is_in_the_config_and_opens_inside(host):
     assert out == "ENXIO"
 
 
-def test_sglang_unit_is_active_and_healthy(host):
+KEY = "lab-api-key-7b2e4f"        # inventory/lab/group_vars/sglang_containers.yml
+PROBE = ("import sys, urllib.request, urllib.error\n"
+         "h = {'Authorization': 'Bearer ' + sys.argv[2]} if len(sys.argv) > 2 else {}\n"
+         "try:\n"
+         "    print(urllib.request.urlopen(urllib.request.Request('http://127.0.0.1:30000' + sys.argv[1], headers=h),"
+         " timeout=10).status)\n"
+         "except urllib.error.HTTPError as e:\n"
+         "    print(e.code)\n")
+
+
+def test_sglang_unit_is_active_healthy_and_locked_by_its_key(host):
     assert ct(host, "systemctl", "is-active", "sglang-llama.service") == "active"
-    probe = ("import json, urllib.request\n"
-             "r = urllib.request.urlopen('http://127.0.0.1:30000/health_generate', timeout=10)\n"
-             "print(r.status)\n")
-    assert ct(host, "python3", "-c", probe) == "200"
+    assert ct(host, "python3", "-c", PROBE, "/health_generate") == "200"
+    assert ct(host, "python3", "-c", PROBE, "/v1/models") == "401"
+    assert ct(host, "python3", "-c", PROBE, "/v1/models", KEY) == "200"
+
+
+def test_secrets_are_files_only_root_and_the_service_read(host):
+    assert ct(host, "stat", "-c", "%a %U", "/etc/sglang/hf-token") == "600 root"
+    assert ct(host, "stat", "-c", "%a %U %G", "/etc/sglang/llama.yaml") == "640 root sglang"
+    assert ct(host, "stat", "-c", "%a %U %G", "/etc/sglang") == "750 root sglang"
 
 
 def test_the_venv_serves_the_real_sglang_package_and_the_unit_uses_it(host):
