@@ -99,7 +99,7 @@ def http_get(url, headers, timeout, max_redirects=5):
 
 class HubError(Exception):
     """A Hub answer the operator must act on; `kind` is one of unauthorized, forbidden, not_found, http, network,
-    integrity, disk."""
+    integrity, disk, unsafe_path."""
 
     def __init__(self, kind, message, status=None):
         Exception.__init__(self, message)
@@ -133,6 +133,37 @@ def _hasher(entry):
     return hashlib.sha1(("blob %d\0" % entry["size"]).encode())
 
 
+def check_relpath(local_dir, name):
+    """Refuse a file name from a listing (the Hub's tree, a source manifest) that could leave local_dir: absolute,
+    ``..`` / ``.`` / empty components, backslashes, NUL or other control characters, or a path that resolves
+    outside local_dir through a link already there. Returns the joined path."""
+    why = None
+    if not isinstance(name, str) or not name:
+        why = "an empty name"
+    elif name.startswith("/"):
+        why = "an absolute path"
+    elif "\\" in name:
+        why = "a backslash"
+    elif any(ord(c) < 32 or ord(c) == 127 for c in name):
+        why = "a NUL or control character"
+    elif any(part in ("", ".", "..") for part in name.split("/")):
+        why = "an empty, '.' or '..' component"
+    if why is None:
+        base = os.path.realpath(local_dir)
+        resolved = os.path.realpath(os.path.join(base, name))
+        if not resolved.startswith(base.rstrip("/") + "/"):
+            why = "a path that resolves outside the model directory (%s)" % resolved
+    if why is not None:
+        raise HubError("unsafe_path", "the file list names %r, %s: refused before anything was written or removed in "
+                                      "%s; the repo or the source manifest is broken or hostile" % (name, why, local_dir))
+    return os.path.join(local_dir, name)
+
+
+def _open_nofollow(path, flags, mode=0o644):
+    """Open a file we write or read back, never through a symlink planted in its place."""
+    return os.fdopen(os.open(path, flags | os.O_NOFOLLOW, mode), "rb" if flags == os.O_RDONLY else "ab")
+
+
 def _partial_size(part, size):
     """Bytes of an earlier partial copy worth continuing (one longer than the file is removed: start over)."""
     have = os.path.getsize(part) if os.path.exists(part) else 0
@@ -149,14 +180,14 @@ def _receive(part, dest, entry, read, have, progress, read_error, integrity_mess
     Returns the bytes read."""
     h = _hasher(entry)
     if have:
-        with open(part, "rb") as f:
+        with _open_nofollow(part, os.O_RDONLY) as f:
             for c in iter(lambda: f.read(CHUNK), b""):
                 h.update(c)
     parent = os.path.dirname(dest)
     if parent and not os.path.isdir(parent):
         os.makedirs(parent)
     moved = 0
-    with open(part, "ab" if have else "wb") as out:
+    with _open_nofollow(part, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if have else os.O_TRUNC)) as out:
         if read is not None:
             try:
                 for c in iter(lambda: read(CHUNK), b""):
@@ -494,7 +525,7 @@ class LocalSource(ManifestSource):
 
     def fetch(self, repo_id, sha, entry, dest, progress=None):
         """Copy one file (continuing a partial copy), verified like a download."""
-        src = os.path.join(self.source_dir, entry["path"])
+        src = check_relpath(self.source_dir, entry["path"])     # nothing read from outside the source either
         part = dest + ".incomplete"
         have = _partial_size(part, entry["size"])
 
@@ -688,12 +719,17 @@ def snapshot(hub, repo_id, revision, local_dir, allow_patterns=(), ignore_patter
     # Cheap path: a pinned commit whose manifest is complete and whose files all have their size: no network.
     if sha and manifest_matches(manifest, repo_id, sha, patterns) and verify == "quick":
         files = manifest["files"]
+        for f in files:
+            check_relpath(local_dir, f["path"])
         if all(os.path.exists(os.path.join(local_dir, f["path"])) and
                os.path.getsize(os.path.join(local_dir, f["path"])) == f["size"] for f in files):
             return dict(changed=False, revision=sha, files=files, fetched=[], repaired=[], bytes_transferred=0, network=False)
     if sha is None:
         sha = hub.commit(repo_id, revision)
-    files = [f for f in hub.tree(repo_id, sha) if selected(f["path"], allow_patterns, ignore_patterns)]
+    listed = hub.tree(repo_id, sha)
+    for f in listed:
+        check_relpath(local_dir, f["path"])      # every name, before anything is written, removed or fetched
+    files = [f for f in listed if selected(f["path"], allow_patterns, ignore_patterns)]
     if not files:
         raise HubError("not_found", "%s@%s has no file matching allow_patterns=%s ignore_patterns=%s"
                        % (repo_id, revision, list(allow_patterns), list(ignore_patterns)))

@@ -1,0 +1,108 @@
+"""File names from a listing never leave the model directory: a hostile Hub tree or source manifest is refused
+before anything is written, removed or read (hf_hub.check_relpath, called by snapshot() for every listed name)."""
+import hashlib
+import json
+import os
+
+import pytest
+
+from unit_helpers import load_module_util
+
+H = load_module_util("hf_hub")
+SHA = "a" * 40
+
+
+class FakeHub(object):
+    """A Hub whose tree lists what the test says and which records every fetch (none must happen)."""
+    name = "fake"
+    endpoint = "http://fake"
+
+    def __init__(self, names):
+        self.names = names
+        self.fetched = []
+
+    def commit(self, repo_id, revision):
+        return SHA
+
+    def tree(self, repo_id, sha, directory=""):
+        return [{"path": n, "size": 5, "sha256": hashlib.sha256(b"owned").hexdigest()} for n in self.names]
+
+    def fetch(self, repo_id, sha, entry, dest, progress=None):
+        self.fetched.append(entry["path"])
+        with open(dest, "wb") as fh:
+            fh.write(b"owned")
+        return 5
+
+
+@pytest.mark.parametrize("name", ["../escape.txt", "/etc/cron.d/owned", "a/../../escape.txt", "a//b", "./x",
+                                  "a\\..\\x", "x\0y", "ok/\x1b[31m", ""])
+def test_a_hostile_name_in_the_hubs_tree_is_refused_before_anything_is_written(tmp_path, name):
+    model = tmp_path / "srv" / "model"
+    victim = tmp_path / "srv" / "escape.txt"
+    victim.parent.mkdir(parents=True)
+    victim.write_text("untouched")
+    hub = FakeHub(["config.json", name])
+    with pytest.raises(H.HubError) as err:
+        H.snapshot(hub, "org/m", SHA, str(model), free_bytes=1 << 30)
+    assert err.value.kind == "unsafe_path" and repr(name) in str(err.value)
+    assert hub.fetched == [] and victim.read_text() == "untouched" and not model.exists()
+
+
+def test_a_link_planted_inside_the_model_directory_cannot_redirect_a_file_outside(tmp_path):
+    model = tmp_path / "model"
+    outside = tmp_path / "outside"
+    model.mkdir()
+    outside.mkdir()
+    (model / "sub").symlink_to(outside)         # the service account owns the directory and plants a link
+    hub = FakeHub(["config.json", "sub/weights.safetensors"])
+    with pytest.raises(H.HubError, match="resolves outside the model directory"):
+        H.snapshot(hub, "org/m", SHA, str(model), free_bytes=1 << 30)
+    assert hub.fetched == [] and list(outside.iterdir()) == []
+
+
+def test_a_refetch_never_deletes_outside_through_a_hostile_manifest(tmp_path):
+    """A pinned commit's manifest (ours, but the directory is writable by the service) listing ../ is refused too."""
+    model = tmp_path / "model"
+    model.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    (model / H.MANIFEST).write_text(json.dumps({
+        "complete": True, "repo_id": "org/m", "revision": SHA, "patterns": {"allow": [], "ignore": []},
+        "files": [{"path": "../victim", "size": 1, "sha256": "0" * 64}]}))
+    with pytest.raises(H.HubError, match="unsafe_path|'../victim'"):
+        H.snapshot(FakeHub(["../victim"]), "org/m", SHA, str(model), verify="full", free_bytes=1 << 30)
+    assert victim.read_text() == "keep me"
+
+
+def test_a_source_manifest_listing_a_file_outside_the_source_is_refused(tmp_path):
+    src = tmp_path / "old-node" / "model"
+    src.mkdir(parents=True)
+    secret = tmp_path / "old-node" / "shadow"
+    secret.write_bytes(b"root:$6$hash")
+    (src / H.MANIFEST).write_text(json.dumps({
+        "complete": True, "repo_id": "org/m", "revision": SHA,
+        "files": [{"path": "../shadow", "size": secret.stat().st_size,
+                   "sha256": hashlib.sha256(secret.read_bytes()).hexdigest()}]}))
+    model = tmp_path / "model"
+    with pytest.raises(H.HubError) as err:
+        H.snapshot(H.LocalSource(str(src)), "org/m", SHA, str(model), free_bytes=1 << 30)
+    assert err.value.kind == "unsafe_path"
+    assert not model.exists()
+
+
+def test_ordinary_nested_names_pass(tmp_path):
+    assert H.check_relpath(str(tmp_path), "onnx/model.onnx") == os.path.join(str(tmp_path), "onnx/model.onnx")
+    assert H.check_relpath(str(tmp_path), "a..b/c...d.json").endswith("a..b/c...d.json")
+
+
+def test_a_partial_file_replaced_by_a_link_is_not_followed(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    dest = tmp_path / "model.safetensors"
+    (tmp_path / "model.safetensors.incomplete").symlink_to(victim)
+    entry = {"path": "model.safetensors", "size": 5, "sha256": hashlib.sha256(b"hello").hexdigest()}
+    data = iter([b"hello", b""])
+    with pytest.raises(OSError):
+        H._receive(str(dest) + ".incomplete", str(dest), entry, lambda n: next(data), 0, None,  # pylint: disable=protected-access
+                   lambda e, d: e, lambda *a: "bad")
+    assert victim.read_bytes() == b"keep"
