@@ -50,9 +50,14 @@ options:
     description: API token secret.
     type: str
   validate_certs:
-    description: Verify the API's TLS certificate.
+    description: Verify the API's TLS certificate (against the system CAs, or O(ca_file)).
     type: bool
     default: true
+  ca_file:
+    description:
+      - CA bundle on the controller that signed the API's certificate, such as a copy of the cluster's
+        C(/etc/pve/pve-root-ca.pem) (the CA of every node's self-signed certificate). Verification stays on.
+    type: path
   node:
     description: Node the container lives on.
     type: str
@@ -136,6 +141,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+task_warnings:
+  description: Tasks that succeeded with C(WARNINGS: n), each with its warning lines from the task log (also shown
+    as warnings).
+  returned: always
+  type: list
+  elements: dict
 created:
   description: True when the container was (or, in check mode, would be) created.
   returned: always
@@ -154,6 +165,8 @@ diff:
   type: dict
 """
 
+import os
+import re
 import time
 import traceback
 
@@ -181,14 +194,25 @@ def wanted_options(p):
     return out
 
 
-def wait_task(module, api, node, upid, what):
+def wait_task(module, api, node, upid, what, warnings):
+    """Wait for a task; success is exit status OK or WARNINGS: n (PVE ends many good tasks so), whose log lines
+    are appended to ``warnings`` and shown; anything else fails with the task's log tail."""
     end = time.time() + module.params["timeout"]
     while time.time() < end:
         st = api.nodes(node).tasks(upid).status.get()
         if st.get("status") == "stopped":
-            if st.get("exitstatus") != "OK":
-                module.fail_json(msg="%s failed: task %s ended with %s" % (what, upid, st.get("exitstatus")))
-            return
+            status = str(st.get("exitstatus"))
+            if status == "OK":
+                return
+            log = [str(e.get("t", "")) for e in (api.nodes(node).tasks(upid).log.get(limit=200) or [])]
+            if re.match(r"^WARNINGS: \d+$", status):
+                lines = [t for t in log if t.startswith("WARN")] or [status]
+                for t in lines:
+                    module.warn("%s: %s" % (what, t))
+                warnings.append({"task": what, "upid": upid, "exitstatus": status, "lines": lines})
+                return
+            module.fail_json(msg="%s failed: task %s ended with %s; its log ends: %s"
+                                 % (what, upid, status, " | ".join(log[-8:])))
         time.sleep(1)
     module.fail_json(msg="%s: task %s still running after %ss (raise timeout)" % (what, upid, module.params["timeout"]))
 
@@ -203,6 +227,7 @@ def main():
             api_token_id=dict(type="str", no_log=False),
             api_token_secret=dict(type="str", no_log=True),
             validate_certs=dict(type="bool", default=True),
+            ca_file=dict(type="path"),
             node=dict(type="str", required=True),
             vmid=dict(type="int", required=True),
             state=dict(type="str", default="present", choices=["present", "started", "stopped"]),
@@ -228,12 +253,19 @@ def main():
     node, vmid = p["node"], p["vmid"]
     if not 100 <= vmid <= 999999999:
         module.fail_json(msg="vmid=%d: Proxmox CT IDs are 100-999999999" % vmid)
-    auth = dict(user=p["api_user"], verify_ssl=p["validate_certs"], port=p["api_port"])
+    if p["ca_file"] and not p["validate_certs"]:
+        module.fail_json(msg="ca_file=%s with validate_certs=false: the CA would not be used; drop validate_certs: "
+                             "false" % p["ca_file"])
+    if p["ca_file"] and not os.path.isfile(p["ca_file"]):
+        module.fail_json(msg="ca_file=%s does not exist on the controller: copy the cluster's /etc/pve/pve-root-ca.pem "
+                             "there" % p["ca_file"])
+    # requests takes a CA bundle path as verify: the cluster's own CA verifies its self-signed node certificates
+    auth = dict(user=p["api_user"], verify_ssl=p["ca_file"] or p["validate_certs"], port=p["api_port"])
     if p["api_token_id"]:
         auth.update(token_name=p["api_token_id"], token_value=p["api_token_secret"])
     else:
         auth.update(password=p["api_password"])
-    result = dict(changed=False, created=False, changes={})
+    result = dict(changed=False, created=False, changes={}, task_warnings=[])
     try:
         api = ProxmoxAPI(p["api_host"], **auth)
         elsewhere = [r for r in api.cluster.resources.get(type="vm") if int(r.get("vmid", 0)) == vmid]
@@ -252,7 +284,7 @@ def main():
                 result["diff"] = {"before": {}, "after": wanted}
             if not module.check_mode:
                 upid = api.nodes(node).lxc.post(**params)
-                wait_task(module, api, node, upid, "create CT %d" % vmid)
+                wait_task(module, api, node, upid, "create CT %d" % vmid, result["task_warnings"])
             result["status"] = "running" if p["state"] == "started" else "stopped"
             module.exit_json(**result)
 
@@ -270,17 +302,22 @@ def main():
         if p["state"] == "started" and status != "running":
             result["changed"] = True
             if not module.check_mode:
-                wait_task(module, api, node, api.nodes(node).lxc(vmid).status.start.post(), "start CT %d" % vmid)
+                wait_task(module, api, node, api.nodes(node).lxc(vmid).status.start.post(), "start CT %d" % vmid,
+                          result["task_warnings"])
             status = "running"
         elif p["state"] == "stopped" and status == "running":
             result["changed"] = True
             if not module.check_mode:
                 upid = api.nodes(node).lxc(vmid).status.shutdown.post(timeout=min(p["timeout"], 600))
-                wait_task(module, api, node, upid, "shut down CT %d" % vmid)
+                wait_task(module, api, node, upid, "shut down CT %d" % vmid, result["task_warnings"])
             status = "stopped"
         result["status"] = status
     except Exception as exc:  # proxmoxer raises its own and requests' errors; name the call's target
-        module.fail_json(msg="Proxmox API at %s:%s: %s" % (p["api_host"], p["api_port"], exc), **result)
+        hint = ""
+        if "CERTIFICATE_VERIFY_FAILED" in str(exc) or "SSLError" in type(exc).__name__:
+            hint = (" - the node's certificate is not trusted: set ca_file to a copy of the cluster's "
+                    "/etc/pve/pve-root-ca.pem (keep validate_certs on)")
+        module.fail_json(msg="Proxmox API at %s:%s: %s%s" % (p["api_host"], p["api_port"], exc, hint), **result)
     module.exit_json(**result)
 
 

@@ -219,6 +219,7 @@ unit:
   sample: sglang-qwen.service
 """
 
+import grp
 import os
 
 from ansible.module_utils.basic import AnsibleModule

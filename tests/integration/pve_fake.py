@@ -7,7 +7,10 @@ A violation is answered the way pveproxy answers (400 with an `errors` object) a
 `violations`, so tests can assert there were none. Auth is real too: ticket login (cookie + CSRF token
 on writes) or an API token header.
 
-State: containers per node, tasks that finish at once with exitstatus OK.
+State: containers per node, tasks that finish at once with exitstatus OK - or, with `task_warnings` set,
+with `WARNINGS: <n>` and those lines in the task log, as pveproxy reports a task that succeeded with warnings
+(PVE's RESTEnvironment counts `warn()` lines and sets that exit status). The certificate carries the loopback
+address and name as subject alt names, as the node certificates pve-root-ca signs carry the node's.
 """
 import json
 import os
@@ -89,6 +92,7 @@ class FakePve(object):
         self.violations = []
         self.tickets = set()
         self.lock = threading.Lock()
+        self.task_warnings = []   # e.g. ["WARN: ..."]: tasks end with "WARNINGS: n" and log these lines
 
     # --- schema ---
     def match(self, path):
@@ -195,7 +199,13 @@ class FakePve(object):
             return 200, self.upid("vz" + what.split("/")[1], vmid)
         m = re.match(r"^/nodes/([^/]+)/tasks/([^/]+)/status$", path)
         if m:
-            return 200, {"status": "stopped", "exitstatus": "OK", "upid": unquote(m.group(2))}
+            status = "WARNINGS: %d" % len(self.task_warnings) if self.task_warnings else "OK"
+            return 200, {"status": "stopped", "exitstatus": status, "upid": unquote(m.group(2))}
+        m = re.match(r"^/nodes/([^/]+)/tasks/([^/]+)/log$", path)
+        if m:
+            lines = ["starting task"] + list(self.task_warnings) + ["TASK " + (
+                "WARNINGS: %d" % len(self.task_warnings) if self.task_warnings else "OK")]
+            return 200, [{"n": i + 1, "t": t} for i, t in enumerate(lines)]
         return 501, "not emulated by the fake: %s %s" % (method, path)
 
     # --- server ---
@@ -203,7 +213,8 @@ class FakePve(object):
         fake = self
         cert, key = os.path.join(certdir, "cert.pem"), os.path.join(certdir, "key.pem")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
-                        "-days", "1", "-subj", "/CN=localhost"], check=True, capture_output=True)
+                        "-days", "1", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"], check=True, capture_output=True)
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):

@@ -1,5 +1,6 @@
 """pve_lxc through Ansible against a schema-validating Proxmox API fake (real HTTPS, PVE 8.4 and 9.1 schemas)."""
 import json
+import os
 import ssl
 import urllib.request
 
@@ -108,3 +109,27 @@ def test_the_fake_really_rejects_what_the_schema_rejects(tmp_path):
         assert fake.violations[-1][2] == {"method": "Method 'POST /nodes/{node}/lxc/{vmid}/config' not implemented"}
     finally:
         fake.stop()
+
+
+def test_a_task_that_ends_with_warnings_succeeds_and_returns_them(pve):
+    """PVE ends many successful tasks with 'WARNINGS: n' (e.g. a storage that cannot trim): not a failure."""
+    pve.task_warnings = ["WARN: unable to trim rootfs: fstrim not supported"]
+    r = run_module(M, args(pve, state="started", **CT129))
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["created"] is True and r["status"] == "running"
+    assert r["task_warnings"][0]["exitstatus"] == "WARNINGS: 1"
+    assert r["task_warnings"][0]["lines"] == ["WARN: unable to trim rootfs: fstrim not supported"]
+    assert "unable to trim rootfs" in " ".join(r.get("warnings", []))
+
+
+def test_the_clusters_own_ca_verifies_the_api_and_an_untrusted_certificate_names_the_fix(pve, tmp_path):
+    token = {"api_user": "root@pam", "api_password": None, "api_token_id": TOKEN[0].split("!")[1],
+             "api_token_secret": TOKEN[1]}
+    untrusted = run_module(M, dict(args(pve, validate_certs=True, **CT129), **token))
+    assert untrusted["failed"] is True and "pve-root-ca.pem" in untrusted["msg"], untrusted["msg"]
+    assert pve.writes() == []
+    ca = os.path.join(str(tmp_path), "cert.pem")           # the fake's self-signed certificate is its own CA
+    trusted = run_module(M, dict(args(pve, validate_certs=True, ca_file=ca, **CT129), **token))
+    assert trusted.get("failed") is not True, trusted.get("msg")
+    assert trusted["created"] is True
+    assert TOKEN[1] not in trusted["_stdout"]

@@ -1,4 +1,5 @@
 """sglang_server against real processes: the SGLang stand-in replays recorded 0.5.9 start-ups."""
+import grp
 import http.client
 import json
 import os
@@ -125,7 +126,9 @@ def get(port, path, key=None):
 
 def test_the_api_key_locks_the_server_and_stays_out_of_argv_environment_and_output(server):
     secret = "sk-very-secret-123"
-    r = run_module(M, scen(server, "ready_tp1_dense", api_key=secret, env={"HF_TOKEN": "hf_other_secret_456"}))
+    group = grp.getgrgid(os.getgid()).gr_name     # the service group in a deployment
+    r = run_module(M, scen(server, "ready_tp1_dense", api_key=secret, config_group=group,
+                           env={"HF_TOKEN": "hf_other_secret_456"}))
     assert r["status"] == "ready", r.get("msg")
     port = server["port"]
     # SGLang 0.5.9 (and the stand-in, srt/utils/auth.py): health open, everything else needs the key
@@ -139,7 +142,7 @@ def test_the_api_key_locks_the_server_and_stays_out_of_argv_environment_and_outp
     assert secret.encode() not in b" ".join(argv)
     config = os.path.join(server["state_dir"], server["name"] + ".yaml")
     assert argv[argv.index(b"--config") + 1] == config.encode()
-    assert os.stat(config).st_mode & 0o777 == 0o600
+    assert os.stat(config).st_mode & 0o777 == 0o640 and os.stat(config).st_gid == os.getgid()
     with open(config) as fh:
         assert yaml.safe_load(fh) == {"api-key": secret}
     with open("/proc/%d/environ" % r["pid"], "rb") as fh:
