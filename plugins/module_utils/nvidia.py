@@ -123,9 +123,13 @@ def parse_proc_devices(text):
 
 
 def gpu_facts(smi_stdout, smi_stderr, smi_rc, proc_version="", sys_module_version="", proc_devices="",
-              device_nodes=None):
-    """All facts in one dict; never raises on a broken driver, it names the state instead."""
-    state, message = classify_smi(smi_stdout, smi_stderr, smi_rc)
+              device_nodes=None, smi_timeout=None):
+    """All facts in one dict; never raises on a broken driver, it names the state instead. ``smi_timeout``: the
+    seconds nvidia-smi was given when it did not answer in time (a wedged GPU or driver)."""
+    if smi_timeout is not None:
+        state, message = "error", "nvidia-smi did not answer within %s s (killed)" % smi_timeout
+    else:
+        state, message = classify_smi(smi_stdout, smi_stderr, smi_rc)
     kmod = parse_proc_version(proc_version)
     gpus = []
     if state == "ok":
@@ -153,7 +157,10 @@ def gpu_facts(smi_stdout, smi_stderr, smi_rc, proc_version="", sys_module_versio
         "device_majors": parse_proc_devices(proc_devices),
         "device_nodes": sorted(device_nodes or [], key=lambda d: d["path"]),
     }
-    if state != "ok":
+    if smi_timeout is not None:
+        facts["hint"] = ("A GPU or the driver is wedged: look for Xid errors (`dmesg | grep -i xid`), then reset the GPU "
+                         "(`nvidia-smi -r -i <index>` with nothing using it) or reboot the node.")
+    elif state != "ok":
         hint = HINTS[state]
         facts["hint"] = hint % (kernel_version or "(read /proc/driver/nvidia/version)") if "%s" in hint else hint
     return facts

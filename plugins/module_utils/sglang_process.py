@@ -449,8 +449,16 @@ def environment_file(env):
     return "".join(lines)
 
 
+SYSTEMCTL_TIMEOUT = 120.0
+
+
 def systemctl(*args):
-    p = subprocess.run(["systemctl"] + list(args), capture_output=True, text=True, check=False)
+    """systemctl, bounded (a hung D-Bus or a stop that never ends must not hang the play): rc 124 on timeout."""
+    try:
+        p = subprocess.run(["systemctl"] + list(args), capture_output=True, text=True, check=False,
+                           timeout=SYSTEMCTL_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return 124, "", "systemctl %s did not return within %d s" % (" ".join(args), SYSTEMCTL_TIMEOUT)
     return p.returncode, p.stdout, p.stderr
 
 

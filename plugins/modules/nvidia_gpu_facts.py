@@ -41,6 +41,10 @@ options:
     type: list
     elements: str
     default: [/dev/nvidia*, /dev/nvidia-caps/*]
+  timeout:
+    description: Seconds nvidia-smi may take; a GPU or driver that hangs gives state C(error) with the reason.
+    type: float
+    default: 60
   require:
     description:
       - C(none) reports any state; C(driver) fails unless a driver answers (GPUs or not);
@@ -69,7 +73,11 @@ EXAMPLES = r"""
 
 - name: Fail unless GPUs are visible, with the state's hint
   gpuserve.sglang.nvidia_gpu_facts:
-    require: gpu
+    timeout:
+    description: Seconds nvidia-smi may take; a GPU or driver that hangs gives state C(error) with the reason.
+    type: float
+    default: 60
+  require: gpu
 """
 
 RETURN = r"""
@@ -132,6 +140,7 @@ ansible_facts:
 import glob
 import os
 import stat
+import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import SMI_ARGV, gpu_facts
@@ -168,18 +177,25 @@ def main():
             proc_version_path=dict(type="path", default="/proc/driver/nvidia/version"),
             dev_glob=dict(type="list", elements="str", default=["/dev/nvidia*", "/dev/nvidia-caps/*"]),
             require=dict(type="str", default="none", choices=["none", "driver", "gpu"]),
+            timeout=dict(type="float", default=60),
         ),
         supports_check_mode=True,
     )
     p = module.params
     smi = module.get_bin_path(p["nvidia_smi"]) if "/" not in p["nvidia_smi"] else p["nvidia_smi"]
+    timed_out = None
     if smi and os.access(smi, os.X_OK):
-        rc, out, err = module.run_command([smi] + SMI_ARGV[1:])
+        try:     # bounded: a wedged GPU makes nvidia-smi hang forever
+            proc = subprocess.run([smi] + SMI_ARGV[1:], capture_output=True, text=True, timeout=p["timeout"], check=False)
+            rc, out, err = proc.returncode, proc.stdout, proc.stderr
+        except subprocess.TimeoutExpired:
+            rc, out, err, timed_out = None, "", "", p["timeout"]
     else:
         rc, out, err = None, "", ""
     facts = gpu_facts(out, err, rc, proc_version=_read(p["proc_version_path"]),
                       sys_module_version=_read("/sys/module/nvidia/version"),
-                      proc_devices=_read(p["proc_devices_path"]), device_nodes=_nodes(p["dev_glob"]))
+                      proc_devices=_read(p["proc_devices_path"]), device_nodes=_nodes(p["dev_glob"]),
+                      smi_timeout=timed_out)
     result = dict(facts, changed=False, ansible_facts={"gpuserve_nvidia": facts})
     wanted = {"driver": ("ok", "no_gpu"), "gpu": ("ok",)}.get(p["require"])
     if wanted and facts["state"] not in wanted:

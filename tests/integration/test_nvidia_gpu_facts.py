@@ -1,6 +1,7 @@
 """nvidia_gpu_facts through Ansible, with a real nvidia-smi stand-in process and real device nodes."""
 import os
 import stat
+import time
 
 from ansible_helpers import ROOT, run_module
 
@@ -50,3 +51,15 @@ def test_no_nvidia_smi_on_this_machine_is_a_clean_no_driver_state(tmp_path):
                        "proc_version_path": str(tmp_path / "absent-version")}, check=True)
     assert r.get("failed") is not True and r["state"] == "no_driver" and r["gpus"] == []
     assert "nvidia_driver" in r["hint"]
+
+
+def test_a_hanging_nvidia_smi_is_killed_and_named_not_waited_for_forever(tmp_path):
+    """A wedged GPU makes nvidia-smi hang (Xid 79 & co.): the call is bounded and the state says why."""
+    path = tmp_path / "nvidia-smi"
+    path.write_text("#!/bin/sh\nsleep 600\n")
+    path.chmod(0o755)
+    t0 = time.time()
+    r = run_module(M, {"nvidia_smi": str(path), "timeout": 2, "require": "gpu", "dev_glob": [str(tmp_path / "x*")]})
+    assert time.time() - t0 < 60
+    assert r["failed"] is True and r["state"] == "error"
+    assert "did not answer within 2.0 s" in r["message"] and "Xid" in r["hint"]
