@@ -35,6 +35,8 @@ def progress_line(label, progress):
             float(progress.get("rate_bytes_per_s") or 0) / _MIB)
         if progress.get("eta_s") is not None:
             line += ", about %d s left" % int(progress["eta_s"])
+        if progress.get("last_retry"):
+            line += "; %d retried, last: %s" % (int(progress.get("retries") or 0), progress["last_retry"])
         return line
     if progress.get("message"):
         return "%s: %s" % (label, progress["message"])

@@ -199,6 +199,10 @@ def _receive(part, dest, entry, read, have, progress, read_error, integrity_mess
             except (HTTPException, OSError) as e:
                 raise read_error(e, have + moved)
     size = os.path.getsize(part)
+    if read is not None and size < entry["size"]:
+        # the stream ended early (a reset that http.client reports as EOF, not IncompleteRead): a broken transfer,
+        # not a bad file - the partial copy is kept and the next attempt continues it with Range
+        raise read_error(EOFError("the connection closed after %d of %d bytes" % (size, entry["size"])), size)
     want = entry.get("sha256") or entry.get("oid")
     got = h.hexdigest()
     if size != entry["size"] or (want and got != want):
@@ -688,11 +692,22 @@ class Progress(object):
             if time.time() - self.last >= 1.0:
                 self.write()
 
+    retries = 0
+    last_retry = None
+
+    def retry(self, note):
+        """A transient error being retried: counted and said in the progress file (the poller prints it)."""
+        with self.lock:
+            self.retries += 1
+            self.last_retry = note
+            self.write()
+
     def write(self, state="downloading"):
         self.last = time.time()
         elapsed = max(self.last - self.t0, 1e-6)
         doc = {"state": state, "bytes_done": self.done, "bytes_total": self.total,
-               "rate_bytes_per_s": int((self.done - self.start_done) / elapsed), "updated": self.last}
+               "rate_bytes_per_s": int((self.done - self.start_done) / elapsed), "updated": self.last,
+               "retries": self.retries, "last_retry": self.last_retry}
         if self.path:
             tmp = self.path + ".tmp"
             with open(tmp, "w") as f:
@@ -710,8 +725,10 @@ def read_json(path):
 
 
 def snapshot(hub, repo_id, revision, local_dir, allow_patterns=(), ignore_patterns=(), verify="quick", workers=4,
-             margin_bytes=0, check_mode=False, free_bytes=None):
-    """Make local_dir a complete, verified copy of repo_id at revision. Returns a result dict."""
+             margin_bytes=0, check_mode=False, free_bytes=None, retries=5, retry_backoff=2.0):
+    """Make local_dir a complete, verified copy of repo_id at revision. Returns a result dict. Transient network
+    errors (a reset, a timeout, 429/5xx) are retried ``retries`` times with exponential backoff."""
+    policy = {"count": int(retries), "backoff": float(retry_backoff)}
     patterns = {"allow": list(allow_patterns), "ignore": list(ignore_patterns)}
     manifest_path = os.path.join(local_dir, MANIFEST)
     manifest = read_json(manifest_path)
@@ -725,8 +742,8 @@ def snapshot(hub, repo_id, revision, local_dir, allow_patterns=(), ignore_patter
                os.path.getsize(os.path.join(local_dir, f["path"])) == f["size"] for f in files):
             return dict(changed=False, revision=sha, files=files, fetched=[], repaired=[], bytes_transferred=0, network=False)
     if sha is None:
-        sha = hub.commit(repo_id, revision)
-    listed = hub.tree(repo_id, sha)
+        sha = with_retries(lambda: hub.commit(repo_id, revision), "commit of %s" % revision, policy)
+    listed = with_retries(lambda: hub.tree(repo_id, sha), "file list of %s" % repo_id, policy)
     for f in listed:
         check_relpath(local_dir, f["path"])      # every name, before anything is written, removed or fetched
     files = [f for f in listed if selected(f["path"], allow_patterns, ignore_patterns)]
@@ -778,8 +795,12 @@ def snapshot(hub, repo_id, revision, local_dir, allow_patterns=(), ignore_patter
     prog = Progress(os.path.join(local_dir, PROGRESS), sum(f["size"] for f in files),
                     sum(f["size"] for f in files if f["path"] not in todo) + partial)
     prog.write()
-    fetch_files = _fetch_batch if hasattr(hub, "fetch_all") else _fetch_threaded
-    result["bytes_transferred"] = fetch_files(hub, repo_id, sha, fetch, local_dir, workers, prog)
+    result["retries"] = []
+    if hasattr(hub, "fetch_all"):
+        result["bytes_transferred"] = _fetch_batch(hub, repo_id, sha, fetch, local_dir, workers, prog)
+    else:
+        result["bytes_transferred"] = _fetch_threaded(hub, repo_id, sha, fetch, local_dir, workers, prog, policy,
+                                                      result["retries"])
     with open(manifest_path + ".tmp", "w") as out:
         json.dump(dict(complete=True, repo_id=repo_id, revision=sha, patterns=patterns, files=files,
                        verified=time.time(), source=hub.endpoint, downloader=downloader), out, indent=1, sort_keys=True)
@@ -817,7 +838,35 @@ def _fetch_batch(hub, repo_id, sha, fetch, local_dir, workers, prog):
     return moved
 
 
-def _fetch_threaded(hub, repo_id, sha, fetch, local_dir, workers, prog):
+def transient(exc):
+    """A HubError worth retrying: the network broke, or the server said 429 / 5xx."""
+    return exc.kind == "network" or (exc.kind == "http" and exc.status in (429, 500, 502, 503, 504))
+
+
+def with_retries(call, what, retries, prog=None, log=None):
+    """call() with up to retries["count"] retries of transient errors, waiting retries["backoff"] * 2**n (at most
+    a minute) between; each retry is noted in ``log`` (a list) and the progress file. A partial file is continued
+    by the next attempt (Range), not restarted."""
+    attempt = 0
+    while True:
+        try:
+            return call()
+        except HubError as e:
+            if not transient(e) or attempt >= retries["count"]:
+                if attempt:
+                    e.args = ("%s (after %d retries)" % (e.args[0], attempt),)
+                raise
+            wait = min(retries["backoff"] * (2 ** attempt), 60.0)
+            attempt += 1
+            note = "%s: %s; retry %d of %d in %.1f s" % (what, e, attempt, retries["count"], wait)
+            if log is not None:
+                log.append({"what": what, "attempt": attempt, "error": str(e), "wait_s": wait})
+            if prog is not None:
+                prog.retry(note)
+            time.sleep(wait)
+
+
+def _fetch_threaded(hub, repo_id, sha, fetch, local_dir, workers, prog, retries, retries_log):
     errors = []
     moved = [0]
     lock = threading.Lock()
@@ -830,7 +879,8 @@ def _fetch_threaded(hub, repo_id, sha, fetch, local_dir, workers, prog):
                     return
                 f = queue.pop(0)
             try:
-                n = hub.fetch(repo_id, sha, f, os.path.join(local_dir, f["path"]), prog.add)
+                n = with_retries(lambda: hub.fetch(repo_id, sha, f, os.path.join(local_dir, f["path"]), prog.add),
+                                 f["path"], retries, prog, retries_log)
                 with lock:
                     moved[0] += n
             except HubError as e:
@@ -846,4 +896,5 @@ def _fetch_threaded(hub, repo_id, sha, fetch, local_dir, workers, prog):
     if errors:
         prog.write("failed")
         raise errors[0]
-    return moved[0]
+    # every byte received, those of attempts that broke and were continued included (the progress counted them)
+    return max(moved[0], prog.done - prog.start_done)

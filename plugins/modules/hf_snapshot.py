@@ -128,6 +128,17 @@ options:
     description: Files downloaded in parallel.
     type: int
     default: 4
+  retries:
+    description:
+      - Retries of a transient error (connection reset or timeout, HTTP 429/5xx) per request of the builtin client,
+        the broken file continued from its partial copy by a Range request. Each retry is shown in the progress
+        file and returned in RV(retries).
+    type: int
+    default: 5
+  retry_backoff:
+    description: Seconds before the first retry, doubled for each next one (at most 60).
+    type: float
+    default: 2.0
   disk_margin_mib:
     description: Free space that must remain after the download.
     type: int
@@ -215,6 +226,11 @@ repaired:
   returned: success
   type: list
   elements: str
+retries:
+  description: Transient errors retried by this run (what, attempt, error, wait_s); empty when none.
+  returned: success
+  type: list
+  elements: dict
 bytes_transferred:
   description: Bytes received over the network by this run.
   returned: success
@@ -309,6 +325,8 @@ def main():
             ignore_patterns=dict(type="list", elements="str", default=[]),
             verify=dict(type="str", choices=["quick", "full"], default="quick"),
             workers=dict(type="int", default=4),
+            retries=dict(type="int", default=5),
+            retry_backoff=dict(type="float", default=2.0),
             disk_margin_mib=dict(type="int", default=1024),
             timeout=dict(type="int", default=60),
             owner=dict(type="str"),
@@ -354,12 +372,13 @@ def main():
         hub = Hub(p["endpoint"], token=token, timeout=p["timeout"])
     try:
         r = snapshot(hub, p["repo_id"], p["revision"], p["local_dir"], p["allow_patterns"], p["ignore_patterns"],
-                     p["verify"], p["workers"], p["disk_margin_mib"] * 1024 * 1024, module.check_mode)
+                     p["verify"], p["workers"], p["disk_margin_mib"] * 1024 * 1024, module.check_mode,
+                     retries=p["retries"], retry_backoff=p["retry_backoff"])
     except HubError as e:
         module.fail_json(msg=str(e), error_kind=e.kind, status=e.status, path=p["local_dir"], changed=False)
     result = dict(changed=r["changed"], path=p["local_dir"], revision=r["revision"], file_count=len(r["files"]),
                   bytes=sum(f["size"] for f in r["files"]), fetched=r["fetched"], repaired=r["repaired"],
-                  bytes_transferred=r["bytes_transferred"], network=r["network"])
+                  bytes_transferred=r["bytes_transferred"], network=r["network"], retries=r.get("retries", []))
     if r.get("downloader"):
         result["downloader"] = r["downloader"]
     if user is not None and not module.check_mode and os.path.isdir(p["local_dir"]):

@@ -182,3 +182,28 @@ def test_a_source_at_another_revision_or_without_manifest_is_refused(hub, tmp_pa
     bare.mkdir()
     r = run_module(M, args(hub, tmp_path / "b", source_dir=str(bare)))
     assert r["failed"] is True and "has no complete .gpuserve-snapshot.json" in r["msg"]
+
+
+def test_a_link_that_breaks_mid_file_is_retried_with_backoff_and_resumed_not_restarted(hub, tmp_path):
+    """Two connection resets in the middle of a weights file: retried (visible in the result and the progress
+    file), each retry continuing with Range from what had arrived, and the file verified in the end."""
+    hub.drop_file[W1] = 2
+    d = tmp_path / "m"
+    r = run_module(M, args(hub, d, retries=3, retry_backoff=0.2, workers=1))
+    assert r.get("failed") is not True, r.get("msg")
+    assert (d / W1).read_bytes() == FILES[W1]
+    retried = [x for x in r["retries"] if x["what"] == W1]
+    assert [x["attempt"] for x in retried] == [1, 2] and [x["wait_s"] for x in retried] == [0.2, 0.4]
+    ranges = [rq[2] for rq in hub.file_requests(W1)]
+    assert ranges[0] is None and all(rg and rg.startswith("bytes=") and rg != "bytes=0-" for rg in ranges[1:]), ranges
+    assert r["bytes_transferred"] == r["bytes"]              # nothing was fetched twice
+    progress = json.loads((d / ".gpuserve-progress.json").read_text())
+    assert progress["retries"] == 2 and W1 in progress["last_retry"]
+
+
+def test_retries_are_bounded_and_the_last_error_says_how_many(hub, tmp_path):
+    hub.drop_file[W1] = 10
+    r = run_module(M, args(hub, tmp_path / "m", retries=1, retry_backoff=0.1, workers=1))
+    assert r["failed"] is True and r["error_kind"] == "network"
+    assert "after 1 retries" in r["msg"] and W1 in r["msg"]
+    assert len(hub.file_requests(W1)) == 2

@@ -50,6 +50,7 @@ class LocalHub(object):
         self.required_token = None  # when set, every request needs "Authorization: Bearer <it>"
         self.gated = set()          # repo ids answering 403 even with the token
         self.denied_files = set()   # file names whose downloads answer 403 (the file list still answers)
+        self.drop_file = {}         # file name -> how many more GETs of it break mid-body (a connection reset)
         self.proc = None
         self.server = None
 
@@ -127,6 +128,7 @@ class LocalHub(object):
         self.required_token = None
         self.gated.clear()
         self.denied_files.clear()
+        self.drop_file.clear()
 
     def file_requests(self, name):
         return [r for r in self.requests if "/resolve/" in r[1] and r[1].endswith("/" + name)]
@@ -201,6 +203,14 @@ class LocalHub(object):
                 if head:
                     return
                 step = 64 * 1024
+                name = self.path.rsplit("/", 1)[-1] if "/resolve/" in self.path else None
+                if name and hub.drop_file.get(name, 0) > 0 and len(body) > step:
+                    hub.drop_file[name] -= 1
+                    self.wfile.write(body[:step])      # a link that breaks mid-file: some bytes, then a reset
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                    return
                 try:
                     for i in range(0, len(body), step):
                         self.wfile.write(body[i:i + step])
