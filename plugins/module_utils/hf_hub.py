@@ -16,11 +16,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fcntl
 import fnmatch
 import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -99,7 +101,7 @@ def http_get(url, headers, timeout, max_redirects=5):
 
 class HubError(Exception):
     """A Hub answer the operator must act on; `kind` is one of unauthorized, forbidden, not_found, http, network,
-    integrity, disk, unsafe_path."""
+    integrity, disk, unsafe_path, locked."""
 
     def __init__(self, kind, message, status=None):
         Exception.__init__(self, message)
@@ -724,8 +726,53 @@ def read_json(path):
         return None
 
 
+def lock_path(local_dir):
+    """The lock of a model directory: beside it (never inside what SGLang loads), one per directory."""
+    local_dir = os.path.abspath(local_dir).rstrip("/")
+    return os.path.join(os.path.dirname(local_dir), ".%s.gpuserve-lock" % os.path.basename(local_dir))
+
+
+def acquire_lock(local_dir, what):
+    """An exclusive, non-blocking lock on local_dir for this process (released when the file is closed or the
+    process dies); a second run gets HubError("locked") naming who holds it since when."""
+    path = lock_path(local_dir)
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        os.makedirs(parent)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (IOError, OSError):
+        try:
+            holder = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
+        except ValueError:
+            holder = {}
+        os.close(fd)
+        raise HubError("locked", "%s is being written by another run (pid %s on %s, %s since %s): wait for it to end, "
+                                 "or stop it; nothing was changed" % (
+                                     local_dir, holder.get("pid", "?"), holder.get("host", "?"),
+                                     holder.get("what", "?"), holder.get("since", "?")))
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "what": what,
+                              "since": time.strftime("%Y-%m-%d %H:%M:%S")}).encode("utf-8"), 0)
+    return fd
+
+
 def snapshot(hub, repo_id, revision, local_dir, allow_patterns=(), ignore_patterns=(), verify="quick", workers=4,
              margin_bytes=0, check_mode=False, free_bytes=None, retries=5, retry_backoff=2.0):
+    """Make local_dir a complete, verified copy of repo_id at revision (under an exclusive lock, see
+    acquire_lock, unless check_mode). Returns a result dict."""
+    lock = None if check_mode else acquire_lock(local_dir, "%s@%s" % (repo_id, revision))
+    try:
+        return _snapshot(hub, repo_id, revision, local_dir, allow_patterns, ignore_patterns, verify, workers,
+                         margin_bytes, check_mode, free_bytes, retries, retry_backoff)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+def _snapshot(hub, repo_id, revision, local_dir, allow_patterns, ignore_patterns, verify, workers, margin_bytes,
+              check_mode, free_bytes, retries, retry_backoff):
     """Make local_dir a complete, verified copy of repo_id at revision. Returns a result dict. Transient network
     errors (a reset, a timeout, 429/5xx) are retried ``retries`` times with exponential backoff."""
     policy = {"count": int(retries), "backoff": float(retry_backoff)}

@@ -258,7 +258,8 @@ downloader:
   returned: when the library or rsync was used
   type: dict
 error_kind:
-  description: C(unauthorized), C(forbidden), C(not_found), C(http), C(network), C(integrity), C(disk), C(unsafe_path)
+  description: C(unauthorized), C(forbidden), C(not_found), C(http), C(network), C(integrity), C(disk), C(locked)
+    (another run is writing O(local_dir); the message names its pid), C(unsafe_path)
     (a listed file name that would leave O(local_dir)) or C(downloader).
   returned: failure
   type: str

@@ -94,6 +94,10 @@ options:
     description: Where the previous config is copied before a change (never inside C(/etc/pve)).
     type: path
     default: /var/lib/gpuserve-sglang/pve-backups
+  backup_keep:
+    description: Backups kept per container; older ones are removed after a new one is written.
+    type: int
+    default: 10
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 attributes:
@@ -152,6 +156,7 @@ diff:
   type: dict
 """
 
+import errno
 import itertools
 import os
 import re
@@ -202,6 +207,29 @@ def plan_devices(opts, devices, owned):
     return changes, deletes, [{"index": n, "value": v} for n, v in sorted(final)]
 
 
+def backup_config(path, backup_dir, vmid, keep):
+    """Copy the config to a backup name unique even within one second (microseconds + a counter), then keep only
+    the newest ``keep`` backups of this CT. Returns the backup's path."""
+    stamp = time.strftime("%Y%m%dT%H%M%S") + ".%06d" % (int(time.time() * 1e6) % 1000000)
+    n = 0
+    while True:
+        backup = os.path.join(backup_dir, "%d.conf.%s%s" % (vmid, stamp, "" if n == 0 else "-%d" % n))
+        try:
+            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            break
+        except OSError as exc:
+            if exc.errno != errno.EEXIST:
+                raise
+            n += 1
+    with open(path, "rb") as src, os.fdopen(fd, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    prefix = "%d.conf." % vmid
+    mine = sorted(n for n in os.listdir(backup_dir) if n.startswith(prefix))
+    for old in mine[:max(0, len(mine) - max(1, keep))]:
+        os.remove(os.path.join(backup_dir, old))
+    return backup
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -220,6 +248,7 @@ def main():
             owned_majors=dict(type="list", elements="int", default=[195]),
             owned_mounts=dict(type="str", default="^/dev/nvidia"),
             backup_dir=dict(type="path", default="/var/lib/gpuserve-sglang/pve-backups"),
+            backup_keep=dict(type="int", default=10),
         ),
         supports_check_mode=True,
     )
@@ -296,9 +325,7 @@ def main():
         if not module.check_mode:
             if not os.path.isdir(p["backup_dir"]):
                 os.makedirs(p["backup_dir"], 0o700)
-            backup = os.path.join(p["backup_dir"], "%d.conf.%s" % (p["vmid"], time.strftime("%Y%m%dT%H%M%S")))
-            shutil.copyfile(path, backup)
-            result["backup_file"] = backup
+            result["backup_file"] = backup_config(path, p["backup_dir"], p["vmid"], p["backup_keep"])
             with open(path, "r+") as fh:   # in place: pmxcfs refuses chmod and rename
                 fh.write(after)
                 fh.truncate()

@@ -207,3 +207,25 @@ def test_retries_are_bounded_and_the_last_error_says_how_many(hub, tmp_path):
     assert r["failed"] is True and r["error_kind"] == "network"
     assert "after 1 retries" in r["msg"] and W1 in r["msg"]
     assert len(hub.file_requests(W1)) == 2
+
+
+def test_a_second_run_into_the_same_directory_is_refused_naming_the_first(hub, tmp_path):
+    d = tmp_path / "m"
+    hub.throttle_bps = 1024 * 1024
+    first = start_module(M, args(hub, d, workers=1))
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not (d / ".gpuserve-progress.json").exists():
+            time.sleep(0.1)
+        hub.requests[:] = []
+        second = run_module(M, args(hub, d))
+        assert second["failed"] is True and second["error_kind"] == "locked", second.get("msg")
+        holder = json.loads((tmp_path / ".m.gpuserve-lock").read_text())
+        assert "pid %d" % holder["pid"] in second["msg"] and REPO in second["msg"]
+        assert not [r for r in hub.requests if "/api/" in r[1]]   # the second run did not even list the repo
+    finally:
+        kill_tree(first)
+    hub.throttle_bps = 0
+    after = run_module(M, args(hub, d))           # the lock died with its process: the next run takes over
+    assert after.get("failed") is not True, after.get("msg")
+    assert (d / W1).read_bytes() == FILES[W1]

@@ -94,3 +94,18 @@ def test_bad_input_is_named_and_changes_nothing(node, bad, needle):
 def test_bad_mode_is_named(node):
     r = run_module(M, args(node, devices=devs(node, "nvidia0", mode="rw")))
     assert r["failed"] is True and "mode=rw" in r["msg"] and node["conf"].read_text() == CT129
+
+
+def test_backups_within_one_second_never_overwrite_each_other_and_only_the_newest_are_kept(node):
+    """Four changes in quick succession: four distinct backups of the right contents, pruned to backup_keep."""
+    seen = []
+    for i, gpus in enumerate((["nvidia0"], ["nvidia0", "nvidia1"], ["nvidia1"], ["nvidia0"])):
+        before = node["conf"].read_text()
+        r = run_module(M, args(node, backup_keep=3, devices=devs(node, *(gpus + ["nvidiactl"]))))
+        assert r["changed"] is True, (i, r.get("msg"))
+        with open(r["backup_file"]) as fh:
+            assert fh.read() == before
+        seen.append(os.path.basename(r["backup_file"]))
+    assert len(set(seen)) == 4
+    assert sorted(os.listdir(node["backup_dir"])) == sorted(seen[1:])
+    assert oct(os.stat(os.path.join(node["backup_dir"], seen[-1])).st_mode & 0o777) == "0o600"
