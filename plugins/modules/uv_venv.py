@@ -108,7 +108,11 @@ options:
     type: dict
     default: {}
   owner:
-    description: Build as this user (the service account); the store belongs to it. Needs the module to run as root.
+    description:
+      - Build as this user (the service account, so no package's build step runs as root), inside its own build
+        directory only. The finished build is then sealed - owned by root and not writable by anyone else - before
+        it is switched in, so root never runs a file the service account could change. Needs the module to run as
+        root. A build made before sealing existed is sealed on the next run (RV(decision=seal)).
     type: str
   keep:
     description: Previous complete builds kept for a quick switch back.
@@ -145,7 +149,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 decision:
-  description: C(none), C(switch) (to an existing complete build), C(build), or C(repair) (an interrupted build redone).
+  description: C(none), C(switch) (to an existing complete build), C(build), C(repair) (an interrupted build redone),
+    or C(seal) (the build in service made root's and read-only).
   returned: always
   type: str
 build:
@@ -188,6 +193,7 @@ import json
 import os
 import pwd
 import shutil
+import stat
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -244,10 +250,24 @@ def read_marker(build_dir):
         return None
 
 
-def chown_tree(path, user):
+def seal(path):
+    """Make a finished build root's and read-only to everyone else: lchown (a link planted in the build is not
+    followed) and drop group/other write bits; links themselves are left as they are."""
     for root, dirs, files in os.walk(path):
         for name in [root] + [os.path.join(root, n) for n in dirs + files]:
-            os.lchown(name, user.pw_uid, user.pw_gid)
+            st = os.lstat(name)
+            if (st.st_uid, st.st_gid) != (0, 0):
+                os.lchown(name, 0, 0)
+            if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022:
+                os.chmod(name, stat.S_IMODE(st.st_mode) & ~0o022)
+
+
+def write_marker(build_dir, data):
+    path = os.path.join(build_dir, MARKER)
+    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+    os.rename(path + ".tmp", path)
 
 
 def main():
@@ -315,6 +335,8 @@ def main():
     active_id = os.path.basename(active_target) if os.path.dirname(active_target) == os.path.realpath(store) else ""
     marker = read_marker(build_dir)
     action = decide(active_id, wanted, marker is not None and marker.get("build") == wanted, os.path.isdir(build_dir))
+    if action == "none" and not ((marker or {}).get("sealed") and os.lstat(build_dir).st_uid == 0):
+        action = "seal"       # a build from before builds were sealed (service-owned): made root's, not rebuilt
 
     result = dict(changed=action != "none", decision=action, build=wanted, build_path=build_dir, previous=active_id,
                   python=os.path.join(path, "bin", "python"), python_version=py_version, lock_sha256=lock_sha,
@@ -329,19 +351,28 @@ def main():
             shutil.rmtree(build_dir)
         if not os.path.isdir(store):
             os.makedirs(store, 0o755)
+        # the store is root's: the service account builds only inside its own build directory, which is sealed
+        # (root-owned, read-only) before it is switched in, so root never runs what the service could change
+        os.chown(store, 0, 0)
+        os.chmod(store, 0o755)
+        os.mkdir(build_dir, 0o755)
         if b.user is not None:
-            os.chown(store, b.user.pw_uid, b.user.pw_gid)
+            os.chown(build_dir, b.user.pw_uid, b.user.pw_gid)
         failure = build(b, p, interpreter, build_dir)
         if failure:
             shutil.rmtree(build_dir, ignore_errors=True)
             result.update(changed=False, build=active_id, build_path=active_target)
             module.fail_json(msg="%s; the venv in service (%s) is untouched" % (failure, active_target or "none"), **result)
-        with open(os.path.join(build_dir, MARKER), "w") as f:
-            json.dump(dict(build=wanted, lock_sha256=lock_sha, python=py_version, packages=p["packages"],
-                           packages_no_deps=p["packages_no_deps"], extra=p["extra"], created=time.time()), f)
-        if b.user is not None:
-            chown_tree(build_dir, b.user)
+        seal(build_dir)
+        write_marker(build_dir, dict(build=wanted, lock_sha256=lock_sha, python=py_version, packages=p["packages"],
+                                     packages_no_deps=p["packages_no_deps"], extra=p["extra"], created=time.time(),
+                                     sealed=True))
+    elif not ((marker or {}).get("sealed") and os.lstat(build_dir).st_uid == 0):
+        seal(build_dir)          # switching back to (or keeping) a build made before builds were sealed
+        write_marker(build_dir, dict(marker, sealed=True))
 
+    if action == "seal" and active_id == wanted:
+        module.exit_json(**result)
     # Atomic switch: a new symlink beside the old one, renamed over it.
     tmp_link = "%s.new-%d" % (path, os.getpid())
     parent = os.path.dirname(path)
@@ -363,7 +394,7 @@ def main():
 
 def build(b, p, interpreter, build_dir):
     uv = p["uv"]
-    err = b.run([uv, "venv", "--no-project", "--python", interpreter, build_dir], "uv venv")
+    err = b.run([uv, "venv", "--no-project", "--allow-existing", "--python", interpreter, build_dir], "uv venv")
     if err:
         return err
     py = ["--python", os.path.join(build_dir, "bin", "python")]
@@ -382,7 +413,8 @@ def build(b, p, interpreter, build_dir):
         if names:
             steps.append((["install"], flags + lock + names, "%s %s" % (label, " ".join(names))))
     for verb, tail, what in steps:
-        err = b.run([uv, "pip"] + verb + py + src + nbi + tail, what)
+        # bytecode compiled at build time: the sealed venv is read-only to the service, which cannot write it later
+        err = b.run([uv, "pip"] + verb + py + src + nbi + ["--compile-bytecode"] + tail, what)
         if err:
             return err
     return None

@@ -1,6 +1,9 @@
 """uv_venv through Ansible with the real uv, real venvs and a local wheelhouse (no network): build, no-op,
 switch, prune, repair after an interruption, and refusals that leave the venv in service untouched."""
+import json
 import os
+import pathlib
+import stat
 import subprocess
 import sys
 
@@ -145,3 +148,32 @@ def test_missing_lock_and_uv_are_named(site):
     assert r["failed"] is True and r["msg"].startswith("lock=%s cannot be read" % (site["tmp"] / "nope.lock"))
     r = run_module(M, args(site, lock(site, "alpha==1.0"), uv="/nonexistent/uv"))
     assert r["failed"] is True and r["msg"].startswith("uv=/nonexistent/uv is not an executable file")
+
+
+def test_a_finished_build_is_sealed_root_owned_and_read_only_and_an_old_unsealed_one_is_sealed(site):
+    """Root runs the venv's interpreter (the model download, the verify step): nothing in it may be writable by
+    the service account. A build made before sealing existed (service-owned) is sealed on the next run."""
+    lf = lock(site, "alpha==1.0")
+    r = run_module(M, args(site, lf))
+    assert r["decision"] == "build", r.get("msg")
+    build = r["build_path"]
+    for root, dirs, files in os.walk(build):
+        for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+            st = os.lstat(name)
+            assert st.st_uid == 0 and st.st_gid == 0, name
+            assert stat.S_ISLNK(st.st_mode) or not st.st_mode & 0o022, name
+    assert os.stat(os.path.dirname(build)).st_uid == 0
+    assert list(pathlib.Path(build).rglob("__pycache__/*.pyc")), "bytecode compiled at build time"
+    # as a build of an earlier release: owned by the service account (nobody here), no seal in its marker
+    for root, dirs, files in os.walk(build):
+        for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+            os.lchown(name, 65534, 65534)
+    marker = os.path.join(build, ".gpuserve-build.json")
+    data = json.loads(open(marker).read())
+    data.pop("sealed")
+    with open(marker, "w") as fh:
+        json.dump(data, fh)
+    again = run_module(M, args(site, lf))
+    assert again["changed"] is True and again["decision"] == "seal"
+    assert os.lstat(os.path.join(build, "bin", "python")).st_uid == 0
+    assert run_module(M, args(site, lf))["decision"] == "none"

@@ -17,10 +17,18 @@ def test_venv_is_a_symlink_to_a_complete_build(host):
     assert host.run("ls /opt/sglang/venv.builds").stdout.split() == [marker["build"]]
 
 
-def test_the_build_belongs_to_the_service_account(host):
-    assert host.file("/opt/sglang/venv/pyvenv.cfg").user == "sglang"
-    foreign = host.run("find /opt/sglang/venv.builds /opt/sglang/tools/uv ! -user sglang -print -quit")
+def test_the_build_is_roots_and_read_only_to_the_service_account(host):
+    """Root runs the venv's interpreter (model download, verify): the service account must not be able to change
+    a byte of it, nor swap the build under the symlink."""
+    assert host.file("/opt/sglang/venv/pyvenv.cfg").user == "root"
+    for d in ("/opt/sglang/venv.builds", "/opt/sglang"):
+        assert host.file(d).user == "root" and not host.file(d).mode & 0o022
+    foreign = host.run("find /opt/sglang/venv.builds ! -user root -print -quit")
     assert foreign.rc == 0 and foreign.stdout.strip() == ""
+    writable = host.run("find /opt/sglang/venv.builds ! -type l -perm /022 -print -quit")
+    assert writable.rc == 0 and writable.stdout.strip() == ""
+    touch = host.run("runuser -u sglang -- touch /opt/sglang/venv/lib/x")
+    assert touch.rc != 0 and "Permission denied" in touch.stderr
 
 
 def test_real_sglang_imports_at_the_pinned_version_with_the_lock_versions(host):
@@ -36,5 +44,6 @@ def test_real_sglang_imports_at_the_pinned_version_with_the_lock_versions(host):
 def test_uv_is_pinned_and_the_service_accounts_tool(host):
     out = host.run("/opt/sglang/tools/uv/bin/uv --version")
     assert out.rc == 0 and out.stdout.split()[:2] == ["uv", "0.9.30"]
-    assert host.file("/opt/sglang/tools/uv/bin/uv").user == "sglang"
+    assert host.file("/opt/sglang/tools/uv/bin/uv").user == "sglang"     # run only as the service account
+    assert host.file("/opt/sglang/tools/locks/uv-0.9.30.txt").contains("--hash=sha256:")
     assert host.user("sglang").shell == "/usr/sbin/nologin"
