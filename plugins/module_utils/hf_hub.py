@@ -21,6 +21,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -122,6 +123,30 @@ def explain_http(status, what, repo_id, revision):
         return HubError("not_found", "404 Not Found for %s of %s@%s: no such repo or revision; check hf_model_repo_id and "
                         "hf_model_revision (a branch, tag or full commit sha)" % (what, repo_id, revision), 404)
     return HubError("http", "HTTP %s for %s of %s@%s" % (status, what, repo_id, revision), status)
+
+
+_REPO_PART = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$")
+
+
+def repo_id_problem(repo_id):
+    """Why ``repo_id`` is not a Hub model id (<org>/<name>: letters, digits, '.', '_', '-', no '..' or '--', 96
+    characters at most, as the Hub's own validation), or None."""
+    parts = str(repo_id or "").split("/")
+    if len(parts) != 2 or not all(_REPO_PART.match(x) for x in parts) or ".." in repo_id or "--" in repo_id \
+            or len(repo_id) > 96:
+        return ("repo_id=%r: expected <org>/<name> of letters, digits, '.', '_' and '-' (no spaces, no '..', no "
+                "leading or trailing '/'), e.g. Qwen/Qwen3.6-27B" % (repo_id,))
+    return None
+
+
+def revision_problem(revision):
+    """Why ``revision`` cannot be a commit, branch or tag name (git's check-ref-format rules that matter in a URL)."""
+    r = str(revision or "")
+    if not r or r.startswith(("/", "-")) or r.endswith(("/", ".", ".lock")) or ".." in r or "//" in r or \
+            any(c in r for c in " ~^:?*[\\") or any(ord(c) < 32 or ord(c) == 127 for c in r):
+        return ("revision=%r: not a commit sha, branch or tag name (no spaces, '..', '~^:?*[\\', control characters, "
+                "or a leading '/' or '-'); pin the 40-character commit you validated" % (revision,))
+    return None
 
 
 def is_commit(revision):

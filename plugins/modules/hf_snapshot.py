@@ -272,7 +272,7 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_hub import (
-    MANIFEST, PROGRESS, Hub, HubError, LibraryHub, LocalSource, RsyncSource, snapshot)
+    MANIFEST, PROGRESS, Hub, HubError, LibraryHub, LocalSource, RsyncSource, repo_id_problem, revision_problem, snapshot)
 
 
 HOST_RE = re.compile(r"^([A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])$")
@@ -337,8 +337,9 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    if p["repo_id"].count("/") != 1 or p["repo_id"].startswith("/") or p["repo_id"].endswith("/"):
-        module.fail_json(msg="repo_id=%s: expected <org>/<name>, e.g. Qwen/Qwen3.6-27B" % p["repo_id"])
+    problem = repo_id_problem(p["repo_id"]) or revision_problem(p["revision"])
+    if problem:
+        module.fail_json(msg=problem + "; nothing was changed", changed=False)
     token = p["token"]
     if p["token_file"]:
         try:

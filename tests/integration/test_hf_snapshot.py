@@ -150,7 +150,8 @@ def test_the_token_is_sent_but_never_printed(hub, tmp_path):
 
 def test_bad_repo_id_is_named(hub, tmp_path):
     r = run_module(M, args(hub, tmp_path / "m", repo_id="tiny-model"))
-    assert r["failed"] is True and r["msg"] == "repo_id=tiny-model: expected <org>/<name>, e.g. Qwen/Qwen3.6-27B"
+    assert r["failed"] is True and r["msg"].startswith("repo_id='tiny-model': expected <org>/<name>")
+    assert "e.g. Qwen/Qwen3.6-27B; nothing was changed" in r["msg"]
 
 
 def test_a_copy_from_another_snapshot_needs_no_hub_and_is_verified(hub, tmp_path):
@@ -229,3 +230,17 @@ def test_a_second_run_into_the_same_directory_is_refused_naming_the_first(hub, t
     after = run_module(M, args(hub, d))           # the lock died with its process: the next run takes over
     assert after.get("failed") is not True, after.get("msg")
     assert (d / W1).read_bytes() == FILES[W1]
+
+
+@pytest.mark.parametrize("repo_id, revision", [("../../etc", None), ("tiny-org/..", None), ("/tiny-org/x", None),
+                                               ("tiny org/x", None), (REPO, "../main"), (REPO, "main branch")])
+def test_a_bad_repo_id_or_revision_is_refused_before_any_request_or_write(hub, tmp_path, repo_id, revision):
+    d = tmp_path / "m"
+    a = args(hub, d, repo_id=repo_id)
+    if revision:
+        a["revision"] = revision
+    r = run_module(M, a)
+    assert r["failed"] is True and r["changed"] is False
+    assert ("repo_id=%r" % repo_id if revision is None else "revision=%r" % revision) in r["msg"]
+    assert "nothing was changed" in r["msg"]
+    assert hub.requests == [] and not d.exists()

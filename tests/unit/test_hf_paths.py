@@ -106,3 +106,24 @@ def test_a_partial_file_replaced_by_a_link_is_not_followed(tmp_path):
         H._receive(str(dest) + ".incomplete", str(dest), entry, lambda n: next(data), 0, None,  # pylint: disable=protected-access
                    lambda e, d: e, lambda *a: "bad")
     assert victim.read_bytes() == b"keep"
+
+
+@pytest.mark.parametrize("repo_id", ["../etc", "org/..", "org/../x", "/org/name", "org/name/", "org name/x", "org/na me",
+                                     "org", "a/b/c", "org/-x", "org/x--y", "org/" + "x" * 100, ""])
+def test_a_repo_id_that_is_not_org_slash_name_is_named(repo_id):
+    assert "expected <org>/<name>" in H.repo_id_problem(repo_id)
+
+
+@pytest.mark.parametrize("repo_id", ["Qwen/Qwen3.6-27B", "meta-llama/Llama-3.1-8B-Instruct", "a/b", "org_1/m.v2"])
+def test_real_repo_ids_pass(repo_id):
+    assert H.repo_id_problem(repo_id) is None
+
+
+@pytest.mark.parametrize("rev", ["../main", "main..x", "/main", "-x", "ma in", "v1:2", "x\n", "", "refs/"])
+def test_a_revision_that_cannot_be_a_ref_is_named(rev):
+    assert "not a commit sha, branch or tag" in H.revision_problem(rev)
+
+
+@pytest.mark.parametrize("rev", ["main", "v1.0", "refs/pr/3", "cddbd3b36b67d5afd1f423f823c0254f263ad48c", "release/2026-11"])
+def test_real_revisions_pass(rev):
+    assert H.revision_problem(rev) is None
