@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import ArgvError, is_loopback, server_argv, validate_args
-from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import policy_versions
+from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import policy_versions, select_gpus
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import parse_log
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import systemd_exec_line
 from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import flash_attn_mismatches, max_build_jobs, parse_lock
@@ -59,6 +59,34 @@ def flash_attn_max_jobs(cpus, mem_total_mib, mib_per_job=6144):
     return max_build_jobs(cpus, mem_total_mib, mib_per_job)
 
 
+def nvidia_select_gpus(gpus, selectors):
+    """The GPUs (nvidia_gpu_facts' list) named by device minors, UUIDs or PCI bus ids; every GPU when none given."""
+    if not isinstance(gpus, list):
+        raise AnsibleFilterError("nvidia_select_gpus: expected the gpus list of nvidia_gpu_facts")
+    selected, problems = select_gpus(list(selectors or []), gpus)
+    if problems:
+        raise AnsibleFilterError("lxc_gpu_passthrough_gpus: %s" % "; ".join(problems))
+    missing = [g.get("uuid") for g in selected if g.get("minor") is None]
+    if missing:
+        raise AnsibleFilterError("nvidia_select_gpus: the driver gives no device minor for %s (no "
+                                 "/proc/driver/nvidia/gpus/*/information): cannot tell which /dev/nvidiaN they are"
+                                 % ", ".join(missing))
+    return selected
+
+
+def nvidia_gpu_minors(selectors, gpus):
+    """N of /dev/nvidiaN for each selector: a minor stays itself (checked against the node's GPUs when the driver
+    reports them), a UUID or PCI bus id becomes its GPU's minor (needs the driver's report)."""
+    selectors = list(selectors or [])
+    if not gpus:
+        named = [s for s in selectors if not (isinstance(s, int) or str(s).strip().isdigit())]
+        if named:
+            raise AnsibleFilterError("lxc_gpu_passthrough_gpus: %s name GPUs by UUID or PCI bus id, but the node's "
+                                     "driver reports no GPU to resolve them; use /dev/nvidiaN numbers" % named)
+        return [int(s) for s in selectors]
+    return [g["minor"] for g in nvidia_select_gpus(gpus, selectors)] if selectors else []
+
+
 def apt_policy_versions(text, version=None):
     if not isinstance(text, str):
         raise AnsibleFilterError("apt_policy_versions: expected the text of apt-cache policy")
@@ -68,6 +96,7 @@ def apt_policy_versions(text, version=None):
 class FilterModule(object):
     def filters(self):
         return {"sglang_log": sglang_log, "sglang_argv": sglang_argv, "sglang_systemd_exec": sglang_systemd_exec,
-                "sglang_args_problems": sglang_args_problems, "apt_policy_versions": apt_policy_versions, "sglang_is_loopback": sglang_is_loopback,
+                "sglang_args_problems": sglang_args_problems, "apt_policy_versions": apt_policy_versions,
+                "nvidia_select_gpus": nvidia_select_gpus, "nvidia_gpu_minors": nvidia_gpu_minors, "sglang_is_loopback": sglang_is_loopback,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,
                 "flash_attn_max_jobs": flash_attn_max_jobs}

@@ -122,10 +122,65 @@ def parse_proc_devices(text):
     return majors
 
 
+def normalize_bus_id(bus_id):
+    """PCI bus id in the kernel's form (``0000:41:00.0``) from nvidia-smi's (``00000000:41:00.0``) or any case."""
+    b = str(bus_id or "").strip().lower()
+    m = re.match(r"^([0-9a-f]+):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$", b)
+    if not m:
+        return b
+    return "%04x:%s:%s.%s" % (int(m.group(1), 16), m.group(2), m.group(3), m.group(4))
+
+
+def parse_gpu_information(text):
+    """``/proc/driver/nvidia/gpus/<bus id>/information``: {"minor": int, "uuid": str, "bus_id": str} (what is there).
+
+    ``Device Minor`` is N of ``/dev/nvidiaN``: the node passthrough grants. It is the driver's probe order, not
+    nvidia-smi's ``index`` (PCI order by default) - on many multi-socket servers the two differ."""
+    out = {}
+    for line in (text or "").splitlines():
+        key, _sep, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "Device Minor" and value.isdigit():
+            out["minor"] = int(value)
+        elif key == "GPU UUID":
+            out["uuid"] = value
+        elif key == "Bus Location":
+            out["bus_id"] = normalize_bus_id(value)
+    return out
+
+
+def select_gpus(selectors, gpus):
+    """The GPUs named by ``selectors`` - device minors (N of /dev/nvidiaN, ints), UUIDs (``GPU-...``) or PCI bus ids -
+    among ``gpus`` (nvidia_gpu_facts' list, each with its ``minor``). Returns (selected in the order given, problems).
+    An empty selector list selects every GPU."""
+    if not selectors:
+        return list(gpus), []
+    selected, problems = [], []
+    for sel in selectors:
+        text = str(sel).strip()
+        if isinstance(sel, int) or text.isdigit():
+            found = [g for g in gpus if g.get("minor") == int(text)]
+            what = "/dev/nvidia%s" % text
+        elif text.upper().startswith("GPU-"):
+            found = [g for g in gpus if str(g.get("uuid", "")).lower() == text.lower()]
+            what = "UUID %s" % text
+        else:
+            found = [g for g in gpus if normalize_bus_id(g.get("pci_bus_id")) == normalize_bus_id(text)]
+            what = "PCI %s" % text
+        if not found:
+            problems.append("%s is not a GPU of this node (it has %s)" % (what, ", ".join(
+                "/dev/nvidia%s = %s %s" % (g.get("minor"), g.get("uuid"), normalize_bus_id(g.get("pci_bus_id")))
+                for g in gpus) or "none the driver reports"))
+        elif found[0] not in selected:
+            selected.append(found[0])
+    return selected, problems
+
+
 def gpu_facts(smi_stdout, smi_stderr, smi_rc, proc_version="", sys_module_version="", proc_devices="",
-              device_nodes=None, smi_timeout=None):
+              device_nodes=None, smi_timeout=None, gpu_information=None):
     """All facts in one dict; never raises on a broken driver, it names the state instead. ``smi_timeout``: the
-    seconds nvidia-smi was given when it did not answer in time (a wedged GPU or driver)."""
+    seconds nvidia-smi was given when it did not answer in time (a wedged GPU or driver). ``gpu_information``: the
+    texts of /proc/driver/nvidia/gpus/*/information, which give each GPU its device minor."""
     if smi_timeout is not None:
         state, message = "error", "nvidia-smi did not answer within %s s (killed)" % smi_timeout
     else:
@@ -139,6 +194,12 @@ def gpu_facts(smi_stdout, smi_stderr, smi_rc, proc_version="", sys_module_versio
             state, message = "error", str(exc)
         if state == "ok" and not gpus:
             state, message = "no_gpu", "nvidia-smi listed no GPU"
+    infos = [parse_gpu_information(t) for t in (gpu_information or [])]
+    by_bus = dict((i["bus_id"], i) for i in infos if "bus_id" in i)
+    for g in gpus:
+        info = by_bus.get(normalize_bus_id(g.get("pci_bus_id")), {})
+        g["minor"] = info.get("minor")
+        g["device"] = "/dev/nvidia%d" % info["minor"] if "minor" in info else None
     userspace = gpus[0]["driver_version"] if gpus else None
     if state == "version_mismatch":
         m = re.search(r"NVML library version:\s*([\d.]+)", "%s\n%s" % (smi_stdout, smi_stderr))

@@ -41,6 +41,11 @@ options:
     type: list
     elements: str
     default: [/dev/nvidia*, /dev/nvidia-caps/*]
+  proc_gpus_dir:
+    description: The driver's per-GPU directory; each C(information) file gives the GPU's device minor (N of
+      C(/dev/nvidiaN)), which is what passthrough grants - not nvidia-smi's index.
+    type: path
+    default: /proc/driver/nvidia/gpus
   timeout:
     description: Seconds nvidia-smi may take; a GPU or driver that hangs gives state C(error) with the reason.
     type: float
@@ -73,7 +78,12 @@ EXAMPLES = r"""
 
 - name: Fail unless GPUs are visible, with the state's hint
   gpuserve.sglang.nvidia_gpu_facts:
-    timeout:
+    proc_gpus_dir:
+    description: The driver's per-GPU directory; each C(information) file gives the GPU's device minor (N of
+      C(/dev/nvidiaN)), which is what passthrough grants - not nvidia-smi's index.
+    type: path
+    default: /proc/driver/nvidia/gpus
+  timeout:
     description: Seconds nvidia-smi may take; a GPU or driver that hangs gives state C(error) with the reason.
     type: float
     default: 60
@@ -117,7 +127,9 @@ memory_total_mib:
   type: int
 gpus:
   description: One entry per GPU with C(index), C(name), C(uuid), C(pci_bus_id), C(memory_total_mib),
-    C(memory_used_mib), C(memory_free_mib), C(driver_version), C(compute_cap); unknown values are null.
+    C(memory_used_mib), C(memory_free_mib), C(driver_version), C(compute_cap), and C(minor) / C(device) (the
+    C(/dev/nvidiaN) node of that GPU, from the driver's per-GPU information; may differ from C(index)); unknown
+    values are null.
   returned: always
   type: list
   elements: dict
@@ -178,6 +190,7 @@ def main():
             dev_glob=dict(type="list", elements="str", default=["/dev/nvidia*", "/dev/nvidia-caps/*"]),
             require=dict(type="str", default="none", choices=["none", "driver", "gpu"]),
             timeout=dict(type="float", default=60),
+            proc_gpus_dir=dict(type="path", default="/proc/driver/nvidia/gpus"),
         ),
         supports_check_mode=True,
     )
@@ -195,7 +208,8 @@ def main():
     facts = gpu_facts(out, err, rc, proc_version=_read(p["proc_version_path"]),
                       sys_module_version=_read("/sys/module/nvidia/version"),
                       proc_devices=_read(p["proc_devices_path"]), device_nodes=_nodes(p["dev_glob"]),
-                      smi_timeout=timed_out)
+                      smi_timeout=timed_out,
+                      gpu_information=[_read(f) for f in sorted(glob.glob(os.path.join(p["proc_gpus_dir"], "*", "information")))])
     result = dict(facts, changed=False, ansible_facts={"gpuserve_nvidia": facts})
     wanted = {"driver": ("ok", "no_gpu"), "gpu": ("ok",)}.get(p["require"])
     if wanted and facts["state"] not in wanted:

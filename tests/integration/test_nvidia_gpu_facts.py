@@ -3,7 +3,7 @@ import os
 import stat
 import time
 
-from ansible_helpers import ROOT, run_module
+from ansible_helpers import ROOT, run_module, run_playbook
 
 M = "gpuserve.sglang.nvidia_gpu_facts"
 NV = os.path.join(ROOT, "tests", "fixtures", "nvidia")
@@ -63,3 +63,40 @@ def test_a_hanging_nvidia_smi_is_killed_and_named_not_waited_for_forever(tmp_pat
     assert time.time() - t0 < 60
     assert r["failed"] is True and r["state"] == "error"
     assert "did not answer within 2.0 s" in r["message"] and "Xid" in r["hint"]
+
+
+def l40s_node(tmp_path):
+    """The recorded 4x L40S node: nvidia-smi and the driver's per-GPU directories (named by bus id, as the driver does)."""
+    gpus_dir = tmp_path / "gpus"
+    for f in sorted(os.listdir(os.path.join(NV, "l40sx4.gpus"))):
+        with open(os.path.join(NV, "l40sx4.gpus", f)) as fh:
+            text = fh.read().split("\n", 1)[1]
+        bus = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Bus Location")][0]
+        (gpus_dir / bus).mkdir(parents=True)
+        (gpus_dir / bus / "information").write_text(text)
+    return {"nvidia_smi": fake_smi(tmp_path, "l40sx4.smi.csv", 0), "proc_gpus_dir": str(gpus_dir),
+            "dev_glob": [str(tmp_path / "x*")]}
+
+
+def test_the_module_gives_each_gpu_its_device_node_from_the_driver(tmp_path):
+    r = run_module(M, l40s_node(tmp_path))
+    assert r["state"] == "ok"
+    assert [(g["index"], g["device"]) for g in r["gpus"]] == [
+        (0, "/dev/nvidia2"), (1, "/dev/nvidia3"), (2, "/dev/nvidia0"), (3, "/dev/nvidia1")]
+
+
+def test_the_plan_and_the_passthrough_name_the_same_gpus(tmp_path):
+    """deploy.yml's two uses: the nodes passed (minors) and the GPUs planned, for /dev/nvidia0 and a UUID."""
+    args = l40s_node(tmp_path)
+    p = run_playbook([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
+        {"name": "facts", "gpuserve.sglang.nvidia_gpu_facts": args},
+        {"name": "both", "ansible.builtin.debug": {"msg": "{{ {'minors': __sel | gpuserve.sglang.nvidia_gpu_minors("
+                                                          "gpuserve_nvidia.gpus), 'planned': gpuserve_nvidia.gpus | "
+                                                          "gpuserve.sglang.nvidia_select_gpus(__sel) | "
+                                                          "map(attribute='pci_bus_id') | list} | to_json }}"},
+         "vars": {"__sel": [0, "GPU-0a1b2c3d-1111-4a4a-8b8b-000000000001"]}},
+        {"name": "unknown", "ansible.builtin.debug": {"msg": "{{ [9] | gpuserve.sglang.nvidia_gpu_minors(gpuserve_nvidia.gpus) }}"},
+         "ignore_errors": True}]}], tmp_path)
+    out = p.stdout
+    assert '{"minors": [0, 2], "planned": ["00000000:A1:00.0", "00000000:21:00.0"]}' in out, out[-3000:]
+    assert "lxc_gpu_passthrough_gpus: /dev/nvidia9 is not a GPU of this node" in out

@@ -1,7 +1,9 @@
 """nvidia: driver and GPU facts from recorded nvidia-smi, /proc and /sys outputs."""
+import os
+
 import pytest
 
-from unit_helpers import fixture_text, load_module_util
+from unit_helpers import FIXTURES, fixture_text, load_module_util
 
 NV = load_module_util("nvidia")
 
@@ -17,7 +19,8 @@ def test_two_a6000_with_the_open_module_give_gpus_in_mib_versions_and_majors():
     assert facts["gpu_count"] == 2 and facts["memory_total_mib"] == 2 * 49140
     assert facts["gpus"][1] == {"index": 1, "name": "NVIDIA RTX A6000", "uuid": "GPU-9e1d7b3c-6a2f-4e8d-b5c0-7f3a1d9e2b64",
                                 "pci_bus_id": "00000000:C1:00.0", "memory_total_mib": 49140, "memory_used_mib": 4,
-                                "memory_free_mib": 48654, "driver_version": "570.153.02", "compute_cap": "8.6"}
+                                "memory_free_mib": 48654, "driver_version": "570.153.02", "compute_cap": "8.6",
+                                "minor": None, "device": None}   # no /proc/driver/nvidia/gpus/*/information given
     assert facts["driver_version"] == facts["kernel_module_version"] == "570.153.02"
     assert facts["kernel_module_type"] == "open"
     assert facts["device_majors"] == {"nvidia-frontend": 195, "nvidia-uvm": 510, "nvidia-caps": 511,
@@ -74,3 +77,32 @@ def test_apt_policy_tells_which_packages_apt_knows_at_the_pinned_version():
     # an emptied index (fresh image): apt-cache policy prints the names with nothing under them
     assert NV.policy_versions("nvidia-driver:\n  Installed: (none)\n  Candidate: (none)\n  Version table:\n",
                              "570.153.02") == []
+
+
+def l40s_facts():
+    import glob  # pylint: disable=import-outside-toplevel
+    infos = [fixture_text("nvidia", "l40sx4.gpus", os.path.basename(f))
+             for f in sorted(glob.glob(os.path.join(FIXTURES, "nvidia", "l40sx4.gpus", "*.information")))]
+    return NV.gpu_facts(fixture_text("nvidia", "l40sx4.smi.csv"), "", 0, gpu_information=infos)
+
+
+def test_each_gpu_gets_its_device_minor_which_is_not_its_smi_index():
+    gpus = l40s_facts()["gpus"]
+    assert [(g["index"], g["minor"], g["device"]) for g in gpus] == [
+        (0, 2, "/dev/nvidia2"), (1, 3, "/dev/nvidia3"), (2, 0, "/dev/nvidia0"), (3, 1, "/dev/nvidia1")]
+
+
+def test_passthrough_of_dev_nvidia0_and_1_plans_with_the_gpus_behind_those_nodes_not_index_0_and_1():
+    gpus = l40s_facts()["gpus"]
+    selected, problems = NV.select_gpus([0, 1], gpus)
+    assert problems == []
+    assert [g["pci_bus_id"] for g in selected] == ["00000000:A1:00.0", "00000000:C1:00.0"]
+
+
+def test_gpus_can_be_named_by_uuid_or_pci_bus_id_and_an_unknown_one_is_named():
+    gpus = l40s_facts()["gpus"]
+    selected, problems = NV.select_gpus(["GPU-0a1b2c3d-1111-4a4a-8b8b-000000000001", "0000:41:00.0"], gpus)
+    assert problems == [] and [g["minor"] for g in selected] == [2, 3]
+    _sel, problems = NV.select_gpus([7, "GPU-nope"], gpus)
+    assert len(problems) == 2 and problems[0].startswith("/dev/nvidia7 is not a GPU of this node")
+    assert "/dev/nvidia0 = GPU-0a1b2c3d-3333-4a4a-8b8b-000000000003 0000:a1:00.0" in problems[0]
