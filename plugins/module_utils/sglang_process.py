@@ -312,10 +312,30 @@ class _Tail(object):
         return self.parser.result()
 
 
+_PROGRESS_FACTS = (("weights_gb", "weights %.2f GiB"), ("avail_mem_after_load_gb", "%.2f GiB free after load"),
+                   ("max_total_num_tokens", "%d KV tokens"), ("cuda_graph_mem_gb", "CUDA graphs %.2f GiB"))
+
+
+def progress_message(phase, facts, elapsed):
+    """One line for an operator waiting on a start-up: the phase reached and the numbers logged so far."""
+    said = [fmt % facts[key] for key, fmt in _PROGRESS_FACTS if isinstance(facts.get(key), (int, float))]
+    return "phase %s after %d s%s" % (phase, int(elapsed), (": " + ", ".join(said)) if said else "")
+
+
+def write_progress(path, message, state="starting"):
+    """The progress file job_progress prints (root's state directory; written beside and renamed)."""
+    if path:
+        write_private(path, json.dumps({"state": state, "message": message, "updated": time.time()}), 0o644)
+
+
 def watch(proc_or_pid, log_path, offset, base_url, health="/health_generate", timeout=600.0, poll=0.1,
-          api_key=None, grace=3.0):
-    """Follow one launch until ready, failed or timeout; returns a result dict (see the module's RETURN)."""
+          api_key=None, grace=3.0, progress_file=None):
+    """Follow one launch until ready, failed or timeout; returns a result dict (see the module's RETURN). With
+    ``progress_file``, the phase reached and the numbers logged so far are written there as they change (and at
+    least every 30 s), for a poller to print."""
     t0 = time.time()
+    said = (None, None)
+    said_at = 0.0
     tail = _Tail(log_path, offset)
     proc = proc_or_pid if hasattr(proc_or_pid, "poll") else None
     pid = proc.pid if proc is not None else int(proc_or_pid)
@@ -350,9 +370,17 @@ def watch(proc_or_pid, log_path, offset, base_url, health="/health_generate", ti
                 break
         if now - t0 > timeout:
             break
+        if progress_file:
+            key = (res.phase, tuple(sorted((k, v) for k, v in res.facts.items() if not isinstance(v, (list, dict)))))
+            if key != said or now - said_at >= 30:
+                write_progress(progress_file, progress_message(res.phase, res.facts, now - t0))
+                said, said_at = key, now
         time.sleep(poll)
     parsed = tail.flush()
     elapsed = time.time() - t0
+    if progress_file:
+        write_progress(progress_file, progress_message(parsed["phase"], parsed["facts"], elapsed),
+                       "ready" if health_ok else "ended")
     out = {
         "phase": parsed["phase"],
         "failure": parsed["failure"],

@@ -122,6 +122,12 @@ options:
   revision:
     description: Model revision (commit sha); part of the configuration hash so a new snapshot restarts the server.
     type: str
+  progress_file:
+    description:
+      - While waiting for the server, write the phase it reached and the numbers it logged (weights, free memory,
+        KV tokens) to this JSON file as they appear; run the module with C(async) and follow it with
+        M(gpuserve.sglang.job_progress) to print them during a start-up of many minutes.
+    type: path
   plan_max_total_num_tokens:
     description: Token capacity predicted by M(gpuserve.sglang.sglang_memory_plan), compared with C(/server_info).
     type: int
@@ -257,6 +263,7 @@ def main():
             health=dict(type="str", default="/health_generate"),
             revision=dict(type="str"),
             plan_max_total_num_tokens=dict(type="int", no_log=False),
+            progress_file=dict(type="path"),
         ),
         required_if=[("state", "started", ("python", "model_path")),
                      ("state", "restarted", ("python", "model_path"))],
@@ -408,7 +415,7 @@ def main():
     write_state(state_path, {"pid": pid, "config_hash": chash, "launch_id": launch_id, "log_path": log_path,
                              "log_offset": offset, "argv": argv, "manager": p["manager"]})
     out = watch(proc, log_path, offset, base_url, health=p["health"], timeout=p["ready_timeout"],
-                api_key=p["api_key"])
+                api_key=p["api_key"], progress_file=p["progress_file"])
     result.update(out)
     result["launch_id"] = launch_id
     if out["status"] == "ready":

@@ -9,7 +9,7 @@ import sys
 import time
 
 import yaml
-from ansible_helpers import STANDIN, run_module
+from ansible_helpers import STANDIN, run_module, run_playbook
 
 M = "gpuserve.sglang.sglang_server"
 
@@ -247,3 +247,21 @@ def test_check_mode_on_a_stopped_server_launches_nothing(server):
     r = run_module(M, scen(server, "ready_tp1_dense"), check=True)
     assert r["changed"] is True and r["status"] == "would_start"
     assert not os.path.exists(os.path.join(server["state_dir"], server["name"] + ".state.json"))
+
+
+def test_a_long_start_up_prints_its_phase_and_numbers_while_it_waits(server, tmp_path):
+    """The role's shape: the module in the background, job_progress printing its progress file."""
+    progress = os.path.join(server["state_dir"], "p.json")
+    a = scen(server, "ready_tp1_dense", progress_file=progress,
+             public_env={"PYTHONPATH": STANDIN, "SGLANG_STANDIN_SPEED": "4"})   # a start-up of several seconds
+    p = run_playbook([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
+        {"name": "start", "gpuserve.sglang.sglang_server": a, "async": 300, "poll": 0, "register": "job"},
+        {"name": "wait", "gpuserve.sglang.job_progress": {"jid": "{{ job.ansible_job_id }}", "progress_file": progress,
+                                                           "interval": 0.2, "label": "sglang-t"}, "register": "done"},
+        {"name": "said", "ansible.builtin.debug": {"msg": "status={{ done.status }} tokens={{ done.server_info.max_total_num_tokens }}"}},
+    ]}], tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:]
+    lines = [line for line in p.stdout.splitlines() if line.startswith("sglang-t: phase ")]
+    assert any("phase load_weights" in line for line in lines), lines
+    assert any("weights 15.07 GiB" in line for line in lines), lines
+    assert len(lines) >= 3 and "status=ready tokens=207346" in p.stdout
