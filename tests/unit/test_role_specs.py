@@ -31,3 +31,25 @@ def test_defaults_and_argument_specs_do_not_drift(role):
 
 def test_there_are_roles_to_check():
     assert "lxc_gpu_passthrough" in ROLES
+
+
+def test_the_claimed_ansible_core_is_the_one_ci_installs():
+    """requires_ansible and the roles' min_ansible_version claim only what CI runs (requirements-dev.txt)."""
+    import re  # pylint: disable=import-outside-toplevel
+    with open(os.path.join(ROOT, "requirements-dev.txt")) as fh:
+        pinned = re.search(r"^ansible-core==(\d+)\.(\d+)\.", fh.read(), re.M).groups()
+    with open(os.path.join(ROOT, "meta", "runtime.yml")) as fh:
+        claimed = re.search(r'requires_ansible: ">=(\d+)\.(\d+)\.', fh.read()).groups()
+    assert claimed == pinned
+    for role in os.listdir(os.path.join(ROOT, "roles")):
+        with open(os.path.join(ROOT, "roles", role, "meta", "main.yml")) as fh:
+            assert 'min_ansible_version: "%s.%s"' % pinned in fh.read(), role
+
+
+def test_host_key_checking_is_left_on_for_real_nodes():
+    """ansible.cfg serves the README's real-node commands too: only the lab's own inventory turns checking off."""
+    import configparser  # pylint: disable=import-outside-toplevel
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(ROOT, "ansible.cfg"))
+    for section in cfg.sections():
+        assert cfg[section].get("host_key_checking", "true").lower() not in ("false", "no", "0"), section
