@@ -8,7 +8,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import ArgvError, is_loopback, server_argv, validate_args
+from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import (
+    ArgvError, args_from_argv, is_loopback, server_argv, validate_args,
+)
 from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import policy_versions, select_gpus
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import parse_log
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import systemd_exec_line
@@ -32,6 +34,12 @@ def sglang_args_problems(args):
     if not isinstance(args, dict):
         raise AnsibleFilterError("sglang_args_problems: expected the server args as a mapping")
     return validate_args(args)
+
+
+def sglang_args_from_argv(argv):
+    if not isinstance(argv, (list, tuple)):
+        raise AnsibleFilterError("sglang_args_from_argv: expected the argv list of a launch record")
+    return args_from_argv(list(argv))
 
 
 def sglang_is_loopback(host):
@@ -98,5 +106,6 @@ class FilterModule(object):
         return {"sglang_log": sglang_log, "sglang_argv": sglang_argv, "sglang_systemd_exec": sglang_systemd_exec,
                 "sglang_args_problems": sglang_args_problems, "apt_policy_versions": apt_policy_versions,
                 "nvidia_select_gpus": nvidia_select_gpus, "nvidia_gpu_minors": nvidia_gpu_minors, "sglang_is_loopback": sglang_is_loopback,
+                "sglang_args_from_argv": sglang_args_from_argv,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,
                 "flash_attn_max_jobs": flash_attn_max_jobs}

@@ -789,6 +789,16 @@ def snapshot(hub, repo_id, revision, local_dir, allow_patterns=(), ignore_patter
     acquire_lock, unless check_mode). Returns a result dict."""
     lock = None if check_mode else acquire_lock(local_dir, "%s@%s" % (repo_id, revision))
     try:
+        live = read_json(os.path.join(local_dir, MANIFEST))
+        if not check_mode and live and live.get("complete") is True and live.get("repo_id") == repo_id \
+                and live.get("revision") != revision:
+            sha = revision if is_commit(revision) else with_retries(
+                lambda: hub.commit(repo_id, revision), "commit of %s" % revision,
+                {"count": int(retries), "backoff": float(retry_backoff)})
+            if sha != live.get("revision"):
+                return _staged(hub, repo_id, sha, local_dir, live, allow_patterns, ignore_patterns, verify, workers,
+                               margin_bytes, free_bytes, retries, retry_backoff)
+            revision = sha           # resolved once
         return _snapshot(hub, repo_id, revision, local_dir, allow_patterns, ignore_patterns, verify, workers,
                          margin_bytes, check_mode, free_bytes, retries, retry_backoff)
     finally:
@@ -796,8 +806,42 @@ def snapshot(hub, repo_id, revision, local_dir, allow_patterns=(), ignore_patter
             os.close(lock)
 
 
+def _staged(hub, repo_id, sha, local_dir, live, allow_patterns, ignore_patterns, verify, workers, margin_bytes,
+            free_bytes, retries, retry_backoff):
+    """A new revision of a model in service: built beside it in <local_dir>.staging-<sha>, files unchanged since
+    the live revision hard-linked (verified files are never modified), the rest downloaded; only when it is
+    complete and verified is it switched in (the live directory becomes <local_dir>.previous, one kept)."""
+    local_dir = local_dir.rstrip("/")
+    staging = "%s.staging-%s" % (local_dir, sha[:12])
+    if not os.path.isdir(staging):
+        os.makedirs(staging)
+    same = dict(((f["path"], f["size"], f.get("sha256") or f.get("oid")), f) for f in live.get("files", []))
+    for f in with_retries(lambda: hub.tree(repo_id, sha), "file list of %s" % repo_id,
+                          {"count": int(retries), "backoff": float(retry_backoff)}):
+        check_relpath(local_dir, f["path"])
+        check_relpath(staging, f["path"])
+        src = os.path.join(local_dir, f["path"])
+        dst = os.path.join(staging, f["path"])
+        if (f["path"], f["size"], f.get("sha256") or f.get("oid")) in same and os.path.isfile(src) \
+                and not os.path.islink(src) and not os.path.lexists(dst):
+            parent = os.path.dirname(dst)
+            if not os.path.isdir(parent):
+                os.makedirs(parent)
+            os.link(src, dst)
+    # progress where the poller looks (the live directory), while the files land in the staging directory
+    result = _snapshot(hub, repo_id, sha, staging, allow_patterns, ignore_patterns, verify, workers, margin_bytes,
+                       False, free_bytes, retries, retry_backoff, progress_path=os.path.join(local_dir, PROGRESS))
+    previous = local_dir + ".previous"
+    if os.path.lexists(previous):
+        shutil.rmtree(previous)
+    os.rename(local_dir, previous)
+    os.rename(staging, local_dir)
+    result.update(changed=True, staged=True, switched_from=live.get("revision"), previous_path=previous)
+    return result
+
+
 def _snapshot(hub, repo_id, revision, local_dir, allow_patterns, ignore_patterns, verify, workers, margin_bytes,
-              check_mode, free_bytes, retries, retry_backoff):
+              check_mode, free_bytes, retries, retry_backoff, progress_path=None):
     """Make local_dir a complete, verified copy of repo_id at revision. Returns a result dict. Transient network
     errors (a reset, a timeout, 429/5xx) are retried ``retries`` times with exponential backoff."""
     policy = {"count": int(retries), "backoff": float(retry_backoff)}
@@ -864,7 +908,7 @@ def _snapshot(hub, repo_id, revision, local_dir, allow_patterns, ignore_patterns
         p = os.path.join(local_dir, f["path"])
         if os.path.exists(p):
             os.remove(p)  # a corrupted or wrong-size file is never served: removed before its refetch
-    prog = Progress(os.path.join(local_dir, PROGRESS), sum(f["size"] for f in files),
+    prog = Progress(progress_path or os.path.join(local_dir, PROGRESS), sum(f["size"] for f in files),
                     sum(f["size"] for f in files if f["path"] not in todo) + partial)
     prog.write()
     result["retries"] = []

@@ -160,3 +160,37 @@ def _scalar(key, value):
     if isinstance(value, (int, str)):
         return str(value)
     raise ArgvError("args.%s: unsupported value type %s" % (key, type(value).__name__))
+
+
+def _value(text):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def args_from_argv(argv):
+    """The server args (ServerArgs snake_case) a launch ran with, read back from its argv (server_argv's inverse):
+    ``--flag value`` pairs, bare flags as true, several values as a list; the model path, the bind address and
+    ``--config`` (secrets) are left out."""
+    args = {}
+    items = list(argv or [])
+    if "sglang.launch_server" in items:
+        items = items[items.index("sglang.launch_server") + 1:]
+    i = 0
+    while i < len(items):
+        word = items[i]
+        i += 1
+        if not word.startswith("--"):
+            continue
+        values = []
+        while i < len(items) and not items[i].startswith("--"):
+            values.append(items[i])
+            i += 1
+        key = word[2:].replace("-", "_")
+        if key in ("model_path", "model", "host", "port", "config"):
+            continue
+        args[key] = True if not values else (_value(values[0]) if len(values) == 1 else [_value(v) for v in values])
+    return args

@@ -807,6 +807,31 @@ def parse_log_since(text, since):
     return res
 
 
+_MARKER = re.compile(r"^# gpuserve launch ([0-9a-f]+) at (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+
+
+def last_launch(path):
+    """Where the last launch in a log file starts: {"offset", "id", "at", "by"} - after the last launch marker this
+    collection writes (by="marker"), or at a later ``server_args=`` line when SGLang started again without one (a
+    systemd restart after a crash: by="server_args"), else the start of the file (by="start"). Streams the file."""
+    found = {"offset": 0, "id": None, "at": None, "by": "start"}
+    starts = 0
+    pos = 0
+    with open(path, "rb") as fh:
+        for raw in fh:
+            if raw.startswith(b"# gpuserve launch "):
+                m = _MARKER.match(raw.decode("utf-8", "replace"))
+                if m:
+                    found = {"offset": pos + len(raw), "id": m.group(1), "at": m.group(2), "by": "marker"}
+                    starts = 0
+            elif b"server_args=ServerArgs(" in raw:
+                starts += 1
+                if starts > 1:
+                    found = dict(found, offset=pos, by="server_args")
+            pos += len(raw)
+    return found
+
+
 def parse_file(path, offset=0, encoding="utf-8"):
     """Stream a log file from byte ``offset``; memory does not depend on the file's length."""
     parser = LogParser()

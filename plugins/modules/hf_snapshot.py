@@ -23,6 +23,9 @@ description:
     (O(verify=full) re-hashes every file and re-fetches a corrupted one).
   - Progress (bytes done, total, rate) is written to C(<local_dir>/.gpuserve-progress.json) while it runs, for a
     poller (role hf_model runs this module asynchronously and reports it).
+  - One run per O(local_dir) at a time (a lock beside it); a new revision of a complete model in service is built
+    beside it and switched in only when complete and verified (RV(staged)); transient network errors are retried
+    (O(retries)). File names that could leave O(local_dir) are refused before anything is written.
   - The files come from the Hub through this module's own client (default), through the huggingface_hub library of
     a venv (O(downloader=huggingface_hub)), from a snapshot already on the target (O(source_dir)) or from another
     host's snapshot with rsync over ssh (O(source_host)); whatever fetched them, every file is verified against the
@@ -226,6 +229,19 @@ repaired:
   returned: success
   type: list
   elements: str
+staged:
+  description: True when a new revision of a complete model in service was built beside it and switched in
+    (C(<local_dir>.staging-<sha>), unchanged files hard-linked); the old revision is kept in RV(previous_path).
+  returned: when a revision changed
+  type: bool
+switched_from:
+  description: The revision that was in service before the switch.
+  returned: when RV(staged)
+  type: str
+previous_path:
+  description: Where the previous revision is kept (C(<local_dir>.previous), one kept).
+  returned: when RV(staged)
+  type: str
 retries:
   description: Transient errors retried by this run (what, attempt, error, wait_s); empty when none.
   returned: success
@@ -381,6 +397,8 @@ def main():
     result = dict(changed=r["changed"], path=p["local_dir"], revision=r["revision"], file_count=len(r["files"]),
                   bytes=sum(f["size"] for f in r["files"]), fetched=r["fetched"], repaired=r["repaired"],
                   bytes_transferred=r["bytes_transferred"], network=r["network"], retries=r.get("retries", []))
+    if r.get("staged"):
+        result.update(staged=True, switched_from=r["switched_from"], previous_path=r["previous_path"])
     if r.get("downloader"):
         result["downloader"] = r["downloader"]
     if user is not None and not module.check_mode and os.path.isdir(p["local_dir"]):

@@ -41,6 +41,10 @@ options:
     type: list
     elements: str
     default: [/dev/nvidia*, /dev/nvidia-caps/*]
+  set_facts:
+    description: Also set the facts as C(gpuserve_nvidia) (V(false) for an ad-hoc look that prints each fact once).
+    type: bool
+    default: true
   proc_gpus_dir:
     description: The driver's per-GPU directory; each C(information) file gives the GPU's device minor (N of
       C(/dev/nvidiaN)), which is what passthrough grants - not nvidia-smi's index.
@@ -78,7 +82,11 @@ EXAMPLES = r"""
 
 - name: Fail unless GPUs are visible, with the state's hint
   gpuserve.sglang.nvidia_gpu_facts:
-    proc_gpus_dir:
+    set_facts:
+    description: Also set the facts as C(gpuserve_nvidia) (V(false) for an ad-hoc look that prints each fact once).
+    type: bool
+    default: true
+  proc_gpus_dir:
     description: The driver's per-GPU directory; each C(information) file gives the GPU's device minor (N of
       C(/dev/nvidiaN)), which is what passthrough grants - not nvidia-smi's index.
     type: path
@@ -191,6 +199,7 @@ def main():
             require=dict(type="str", default="none", choices=["none", "driver", "gpu"]),
             timeout=dict(type="float", default=60),
             proc_gpus_dir=dict(type="path", default="/proc/driver/nvidia/gpus"),
+            set_facts=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -210,7 +219,9 @@ def main():
                       proc_devices=_read(p["proc_devices_path"]), device_nodes=_nodes(p["dev_glob"]),
                       smi_timeout=timed_out,
                       gpu_information=[_read(f) for f in sorted(glob.glob(os.path.join(p["proc_gpus_dir"], "*", "information")))])
-    result = dict(facts, changed=False, ansible_facts={"gpuserve_nvidia": facts})
+    result = dict(facts, changed=False)
+    if p["set_facts"]:
+        result["ansible_facts"] = {"gpuserve_nvidia": facts}
     wanted = {"driver": ("ok", "no_gpu"), "gpu": ("ok",)}.get(p["require"])
     if wanted and facts["state"] not in wanted:
         module.fail_json(msg="require=%s: %s (%s). %s" % (p["require"], facts["message"], facts["state"], facts["hint"]),

@@ -19,7 +19,9 @@ description:
     numbers, and the memory numbers SGLang logged.
   - Understands SGLang 0.5.9 and 0.5.10 wording, rank prefixes (C(TP0), C(DP0 TP1)), millisecond
     timestamps, journald prefixes, ANSI colour, CRLF and truncated pastes.
-  - With O(since) only the output of one launch is considered; when nothing was written after the
+  - A log file is read from its last launch only (the last launch marker this collection writes, or a later
+    restart of SGLang without one), never mixing launches; RV(launch) says which. With O(since) only the output
+    after that marker is considered, and O(since=all) reads the whole file. When nothing was written after the
     marker the result says C(stale=true) instead of re-reporting an older launch's error.
   - Read-only.
 author:
@@ -40,6 +42,7 @@ options:
       - Launch marker. A byte offset into O(path) (digits), or a time C(YYYY-MM-DD HH:MM:SS) in the clock
         SGLang logs with.
       - A log file shorter than the offset was truncated or replaced; it is then read from the start.
+      - Unset, a log file is read from its last launch (RV(launch)); V(all) reads the whole file.
     type: str
   set_facts:
     description:
@@ -74,6 +77,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+launch:
+  description: The launch that was read (O(path) without O(since)) - C(id) and C(at) of its marker, C(offset) where
+    it starts, C(by) (C(marker), C(server_args) for a restart without a marker, or C(start)).
+  returned: when O(path) is read without O(since)
+  type: dict
+  sample: {"id": "3f9a1c2b7d4e", "at": "2026-11-30 10:00:00", "offset": 18734, "by": "marker"}
 outcome:
   description: C(ready) (SGLang logged its ready line), C(failed) (a fatal error or the process died) or
     C(starting) (neither yet).
@@ -141,7 +150,7 @@ end_offset:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import (
-    parse_file, parse_log, parse_log_since,
+    last_launch, parse_file, parse_log, parse_log_since,
 )
 
 
@@ -159,6 +168,15 @@ def main():
     )
     p = module.params
     since = p["since"]
+    launch = None
+    if since == "all":
+        since = None
+    elif since is None and p["path"] is not None:
+        try:
+            launch = last_launch(p["path"])      # by default only the last launch: never an older one's error
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="path=%s: cannot read the log: %s" % (p["path"], exc))
+        since = str(launch["offset"]) if launch["offset"] else None
     try:
         if p["path"] is not None:
             if since and not since.isdigit():
@@ -181,8 +199,12 @@ def main():
         module.fail_json(msg=str(exc))
     if not since:
         res["stale"] = False
+    if launch is not None:
+        res["launch"] = launch
+        res["stale"] = bool(launch["id"]) and res.get("lines", 0) == 0
     if res["stale"]:
-        res["msg"] = "no output from this launch: nothing was logged after the marker %s" % since
+        res["msg"] = "no output from this launch: nothing was logged after the marker %s" % (
+            "of launch %s at %s" % (launch["id"], launch["at"]) if launch else since)
     if p["set_facts"]:
         res["ansible_facts"] = {"sglang_start": dict(res)}
     module.exit_json(changed=False, **res)

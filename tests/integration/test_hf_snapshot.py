@@ -244,3 +244,45 @@ def test_a_bad_repo_id_or_revision_is_refused_before_any_request_or_write(hub, t
     assert ("repo_id=%r" % repo_id if revision is None else "revision=%r" % revision) in r["msg"]
     assert "nothing was changed" in r["msg"]
     assert hub.requests == [] and not d.exists()
+
+
+def test_a_new_revision_is_staged_beside_the_live_one_and_switched_in_complete(hub, tmp_path):
+    """The model in service is never overwritten file by file: the new revision is built beside it (unchanged files
+    hard-linked, not fetched again), verified, then switched in; the old one is kept as <dir>.previous."""
+    repo = "tiny-org/evolving"
+    v1 = tiny_model_files(seed=b"v1")
+    sha1 = hub.add_repo(repo, v1)
+    d = tmp_path / "m"
+    first = run_module(M, dict(args(hub, d, repo_id=repo), revision=sha1))
+    assert first.get("failed") is not True, first.get("msg")
+    v2 = dict(v1)
+    v2["config.json"] = v1["config.json"].replace(b"}", b', "rope_theta": 1000000.0}', 1)
+    sha2 = hub.add_repo(repo, v2)
+    ino_w1 = os.stat(str(d / W1)).st_ino
+    hub.requests[:] = []
+    second = run_module(M, dict(args(hub, d, repo_id=repo), revision=sha2))
+    assert second.get("failed") is not True, second.get("msg")
+    assert second["staged"] is True and second["switched_from"] == sha1 and second["revision"] == sha2
+    assert second["fetched"] == ["config.json"]                      # the weights were linked, not fetched
+    assert not hub.file_requests(W1) and os.stat(str(d / W1)).st_ino == ino_w1
+    assert (d / "config.json").read_bytes() == v2["config.json"]
+    assert json.loads((d / ".gpuserve-snapshot.json").read_text())["revision"] == sha2
+    prev = tmp_path / "m.previous"
+    assert (prev / "config.json").read_bytes() == v1["config.json"]
+    assert json.loads((prev / ".gpuserve-snapshot.json").read_text())["revision"] == sha1
+    assert not [n for n in os.listdir(str(tmp_path)) if ".staging-" in n]
+
+
+def test_a_failed_new_revision_leaves_the_live_model_untouched(hub, tmp_path):
+    repo = "tiny-org/evolving2"
+    v1 = tiny_model_files(seed=b"w1")
+    sha1 = hub.add_repo(repo, v1)
+    d = tmp_path / "m"
+    assert run_module(M, dict(args(hub, d, repo_id=repo), revision=sha1)).get("failed") is not True
+    v2 = tiny_model_files(seed=b"w2")                                # every weight changes
+    sha2 = hub.add_repo(repo, v2)
+    hub.denied_files.add(W1)
+    r = run_module(M, dict(args(hub, d, repo_id=repo), revision=sha2))
+    assert r["failed"] is True and r["error_kind"] == "forbidden"
+    assert (d / W1).read_bytes() == v1[W1]
+    assert json.loads((d / ".gpuserve-snapshot.json").read_text())["revision"] == sha1

@@ -100,3 +100,10 @@ def test_the_plan_and_the_passthrough_name_the_same_gpus(tmp_path):
     out = p.stdout
     assert '{"minors": [0, 2], "planned": ["00000000:A1:00.0", "00000000:21:00.0"]}' in out, out[-3000:]
     assert "lxc_gpu_passthrough_gpus: /dev/nvidia9 is not a GPU of this node" in out
+
+
+def test_the_runbooks_ad_hoc_look_prints_each_fact_once(tmp_path):
+    r = run_module(M, {"nvidia_smi": fake_smi(tmp_path, "a6000x2.smi.csv", 0), "set_facts": False,
+                       "dev_glob": [str(tmp_path / "x*")]})
+    assert r["state"] == "ok" and "ansible_facts" not in r
+    assert r["_stdout"].count("GPU-5f2c8e1a-3b7d-4c9e-a1f0-2d6b8e4c7a91") == 1

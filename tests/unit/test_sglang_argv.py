@@ -106,3 +106,11 @@ def test_redaction_leaves_ordinary_fields_and_empty_keys_alone():
     line = "server_args=ServerArgs(tokenizer_path='/m', api_key=None, max_total_tokens=None, mem_fraction_static=0.85)"
     assert L.redact(line) == line
     assert L.parse_log(line)["facts"]["mem_fraction_static"] == 0.85
+
+
+def test_a_launchs_args_are_read_back_from_its_argv_exactly():
+    args = {"tp_size": 2, "mem_fraction_static": 0.85, "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
+            "enable_torch_compile": True, "served_model_name": "qwen 27b", "cuda_graph_bs": [1, 2, 4]}
+    argv = A.server_argv("/v/bin/python", "/srv/models/q", dict(args, host="0.0.0.0", port=30000),
+                         config_file="/etc/sglang/q.yaml")
+    assert A.args_from_argv(argv) == args

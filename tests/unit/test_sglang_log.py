@@ -213,3 +213,20 @@ def test_parse_file_streams_from_an_offset(tmp_path):
     offset = len(old.encode())
     assert SL.parse_file(str(path))["outcome"] == "failed"
     assert SL.parse_file(str(path), offset=offset)["outcome"] == "ready"
+
+
+def test_last_launch_is_after_the_last_marker_or_a_later_restart_without_one(tmp_path):
+    log = tmp_path / "q.log"
+    oom = fixture_text("sglang_logs", "kv_pool_oom_tp2_nextn_seed.log")
+    ready = fixture_text("sglang_logs", "ready_tp1_dense.log")
+    log.write_text("# gpuserve launch aaaaaaaaaaaa at 2026-11-30 09:00:00\n" + oom +
+                   "# gpuserve launch bbbbbbbbbbbb at 2026-11-30 10:00:00 (systemd sglang-q.service)\n" + ready)
+    last = SL.last_launch(str(log))
+    assert last["id"] == "bbbbbbbbbbbb" and last["at"] == "2026-11-30 10:00:00" and last["by"] == "marker"
+    res = SL.parse_file(str(log), last["offset"])
+    assert res["outcome"] == "ready" and res["failure"] is None
+    # systemd restarted SGLang after a crash: no marker, but a second server_args line starts a new launch
+    log.write_text("# gpuserve launch cccccccccccc at 2026-11-30 11:00:00\n" + ready + oom)
+    again = SL.last_launch(str(log))
+    assert again["by"] == "server_args" and again["id"] == "cccccccccccc"
+    assert SL.parse_file(str(log), again["offset"])["failure"]["kind"] == "kv_pool_oom"
