@@ -1,0 +1,50 @@
+"""deploy.yml as an operator meets it before any host is touched: tags select what they name, and a bad
+inventory value is named in a few lines with nothing run."""
+import os
+import subprocess
+
+import yaml
+
+from ansible_helpers import ROOT, VENV_BIN
+
+PLAYBOOK = os.path.join(ROOT, "playbooks", "deploy.yml")
+
+
+def ansible_playbook(*args, cwd=ROOT):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    return subprocess.run([os.path.join(VENV_BIN, "ansible-playbook")] + list(args), capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=300, check=False)
+
+
+def test_tags_server_runs_the_server_role_not_the_venv_or_the_model():
+    p = ansible_playbook("-i", os.path.join(ROOT, "inventory", "example"), PLAYBOOK, "--list-tasks", "--tags", "server")
+    assert p.returncode == 0, p.stderr
+    tasks = [line.strip() for line in p.stdout.splitlines() if "TAGS:" in line and not line.strip().startswith("play #")]
+    venv_or_model = [t for t in tasks if t.startswith(("gpuserve.sglang.sglang_venv :", "gpuserve.sglang.hf_model :"))]
+    assert venv_or_model and all("Validating arguments" in t for t in venv_or_model), venv_or_model
+    assert any(t.startswith("gpuserve.sglang.sglang_server : SGLang is ready") for t in tasks)
+
+
+def inventory(tmp_path, **ct):
+    host = {"ansible_connection": "local", "proxmox_vmid": 129, "gpuserve_node": "pve1"}
+    host.update(ct)
+    inv = {"all": {"children": {"pve_nodes": {"hosts": {"pve1": {"ansible_connection": "local"}}},
+                                "sglang_containers": {"hosts": {"ct129": host}}}}}
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inv))
+    return str(path)
+
+
+def test_a_bad_inventory_value_is_named_in_a_few_lines_and_nothing_runs(tmp_path):
+    p = ansible_playbook("-i", inventory(tmp_path, proxmox_vmid="129; reboot", gpuserve_node="pve9",
+                                         sglang_server_args={"mem_fraction_static": 1.2}), PLAYBOOK)
+    assert p.returncode != 0
+    out = p.stdout
+    assert "proxmox_vmid=129; reboot must be a Proxmox CT id, 100-999999999" in out
+    assert "gpuserve_node=pve9 must name a host of group pve_nodes (pve1)" in out
+    assert "sglang_server_args.mem_fraction_static=1.2: outside (0.0, 1.0)" in out
+    assert "Nothing was changed." in out
+    failed = out[out.index("fatal:"):out.index("PLAY RECAP")]
+    assert len(failed.splitlines()) <= 12, failed          # a few lines, not an argument spec dump
+    assert "Proxmox nodes - GPUs" not in out                # no later play started
