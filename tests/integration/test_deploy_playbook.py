@@ -48,3 +48,15 @@ def test_a_bad_inventory_value_is_named_in_a_few_lines_and_nothing_runs(tmp_path
     failed = out[out.index("fatal:"):out.index("PLAY RECAP")]
     assert len(failed.splitlines()) <= 12, failed          # a few lines, not an argument spec dump
     assert "Proxmox nodes - GPUs" not in out                # no later play started
+
+
+def test_the_plan_chart_is_printed_as_one_block_a_person_reads_at_a_glance():
+    """plan.yml through the configured (YAML) callback: one literal block, every bar on its own unwrapped line."""
+    p = ansible_playbook(os.path.join(ROOT, "playbooks", "plan.yml"))
+    assert p.returncode == 0, p.stdout[-2000:]
+    lines = [line[8:] for line in p.stdout.splitlines() if line.startswith(" " * 8)]
+    assert "msg: |-" in p.stdout
+    assert "  weights        25.43 GiB |######################" in lines
+    assert "  KV cache       -2.95 GiB |<0: over budget by 2.95 GiB" in lines
+    fix = [line for line in lines if line.startswith("  fix speculative_eagle_topk=1")]
+    assert fix and fix[0].endswith("(set all three together))")      # a long line is not wrapped
