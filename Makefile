@@ -34,6 +34,7 @@ integration: deps collection
 bench: deps collection
 	$(BIN)/python tests/bench/bench_log_parser.py
 	$(BIN)/python tests/bench/bench_detection.py
+	python3 tests/bench/bench_deploy.py
 
 ## The main job: the pre-flight memory plan of the motivating deployment, on localhost.
 plan: deps collection

@@ -1,0 +1,68 @@
+"""Benchmark (not a test): deploy.yml on the lab - a first deploy, then a re-run that changes nothing - with the
+time of every role, so the no-op re-run can be held to its target (issue: <= 25 % of a first deploy without the
+downloads and the venv build, and <= 20 s on the lab).
+
+    python3 tests/bench/bench_deploy.py [--keep]      # brings the lab up (tests/lab/lab.py), and down unless --keep
+
+Per-role times come from ansible.posix.profile_roles. Prints one table and a last line:
+    deploy bench: first N s (of which venv+model M s), no-op R s = P % of the first without venv+model
+"""
+import os
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(ROOT, ".venv", "bin")
+INV = ["-i", os.path.join(ROOT, "inventory", "lab"), "-i", os.path.join(ROOT, "build", "lab", "inventory.yml")]
+ROLE_LINE = re.compile(r"^\s*(\S+)\s+-+\s+(\d+\.\d+)s\s*$")
+
+
+def run(argv, env=None):
+    t0 = time.time()
+    p = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        sys.stderr.write(p.stdout[-4000:] + p.stderr[-2000:])
+        raise SystemExit("bench: %s failed (rc %d)" % (" ".join(argv[:3]), p.returncode))
+    return time.time() - t0, p.stdout
+
+
+def deploy():
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_roles",
+               ANSIBLE_NOCOLOR="1")
+    secs, out = run([os.path.join(BIN, "ansible-playbook")] + INV + [os.path.join(ROOT, "playbooks", "deploy.yml")], env)
+    roles = {}
+    for line in out.splitlines():
+        m = ROLE_LINE.match(line)
+        if m:
+            roles[m.group(1)] = float(m.group(2))
+    changed = sum(int(n) for n in re.findall(r"changed=(\d+)", out))
+    return secs, roles, changed
+
+
+def main():
+    keep = "--keep" in sys.argv
+    run([sys.executable, os.path.join(ROOT, "tests", "lab", "lab.py"), "up"])
+    try:
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
+                   ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+        run([os.path.join(BIN, "ansible-playbook")] + INV + [os.path.join(ROOT, "tests", "lab", "playbooks",
+                                                                       "stage-standin.yml")], env)
+        first, first_roles, _ = deploy()
+        again, again_roles, changed = deploy()
+    finally:
+        if not keep:
+            run([sys.executable, os.path.join(ROOT, "tests", "lab", "lab.py"), "down"])
+    heavy = sum(v for k, v in first_roles.items() if k.endswith(("sglang_venv", "hf_model")))
+    print("%-40s %10s %10s" % ("role", "first s", "no-op s"))
+    for name in sorted(set(first_roles) | set(again_roles)):
+        print("%-40s %10.1f %10.1f" % (name, first_roles.get(name, 0.0), again_roles.get(name, 0.0)))
+    base = max(first - heavy, 1e-9)
+    print("deploy bench: first %.1f s (of which venv+model %.1f s), no-op %.1f s = %.0f %% of the first without "
+          "venv+model; the no-op run changed %d" % (first, heavy, again, 100.0 * again / base, changed))
+
+
+if __name__ == "__main__":
+    main()
