@@ -96,7 +96,8 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail("job %s is still running after %ss of polling (%d polls); it goes on in the "
                                         "background, %s" % (args["jid"], args["timeout"], polls,
                                                             last or "no progress reported"))
-            time.sleep(args["interval"])
+            # a job that ends quickly (a no-op re-run) is seen at once: 0.25, 0.5, 1 s, ... up to the interval
+            time.sleep(min(args["interval"], 0.25 * 2 ** (polls - 1)))
         status = self._execute_module(module_name="ansible.legacy.async_status", task_vars=task_vars,
                                       module_args={"jid": args["jid"], "_async_dir": async_dir})
         self._execute_module(module_name="ansible.legacy.async_status", task_vars=task_vars,

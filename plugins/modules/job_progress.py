@@ -34,7 +34,8 @@ options:
         C(rate_bytes_per_s) (and C(eta_s)), or C(message).
     type: str
   interval:
-    description: Seconds between polls.
+    description: Seconds between polls (the first ones come sooner - 0.25, 0.5, 1 s, ... - so a job that ends at
+      once is not waited for a whole interval).
     type: float
     default: 10
   timeout:

@@ -196,7 +196,7 @@ all:
     sglang_containers:
       hosts:
         ct100:
-          ansible_connection: community.proxmox.proxmox_pct_remote
+          ansible_connection: gpuserve.sglang.pct
           ansible_host: {ip}
           ansible_user: root
           ansible_ssh_private_key_file: {key}

@@ -53,3 +53,28 @@ def test_host_key_checking_is_left_on_for_real_nodes():
     cfg.read(os.path.join(ROOT, "ansible.cfg"))
     for section in cfg.sections():
         assert cfg[section].get("host_key_checking", "true").lower() not in ("false", "no", "0"), section
+
+
+def _doc_options(path):
+    import ast  # pylint: disable=import-outside-toplevel
+    with open(path) as fh:
+        tree = ast.parse(fh.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "DOCUMENTATION":
+            return yaml.safe_load(node.value.value)["options"]
+    raise AssertionError("no DOCUMENTATION in %s" % path)
+
+
+def test_the_pct_connection_documents_every_option_of_proxmox_pct_remote_it_extends():
+    """Its code is community.proxmox's and reads each of those options: the copied documentation must not drift."""
+    upstream = os.path.join(ROOT, "build", "collections", "ansible_collections", "community", "proxmox", "plugins",
+                            "connection", "proxmox_pct_remote.py")
+    if not os.path.exists(upstream):
+        pytest.fail("community.proxmox is not installed: run tests/ci/bootstrap.sh (make deps)")
+    ours = _doc_options(os.path.join(ROOT, "plugins", "connection", "pct.py"))
+    theirs = _doc_options(upstream)
+    assert set(ours) - {"pipelining"} == set(theirs)
+    for name, spec in theirs.items():
+        if name != "pty":
+            assert ours[name] == spec, name
+    assert ours["pty"]["default"] is False and ours["pipelining"]["default"] is True

@@ -29,7 +29,7 @@ def test_guest_got_the_file_and_is_the_guest_not_the_host(host):
         return
     assert host.check_output("hostname") == "ct100"
     f = host.file("/etc/gpuserve-lab-smoke")
-    assert sha256_of(host, f.path) == sha256(b"converged by community.proxmox.proxmox_pct_remote into ct100\n")
+    assert sha256_of(host, f.path) == sha256(b"converged by gpuserve.sglang.pct into ct100\n")
     assert f.mode == 0o644
 
 
@@ -37,6 +37,7 @@ def test_nasty_argument_arrived_byte_for_byte(host):
     if host.backend.get_hostname() != "ct100":
         return
     assert sha256_of(host, VARS["smoke_nasty_path"]) == sha256(VARS["smoke_nasty_arg"].encode())
+    assert sha256_of(host, VARS["smoke_nasty_path"] + ".upstream") == sha256(VARS["smoke_nasty_arg"].encode())
 
 
 def test_host_sees_the_guest_rootfs_and_the_fake_gpus(host):
