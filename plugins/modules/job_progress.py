@@ -14,7 +14,7 @@ module: job_progress
 short_description: Wait for an async job in one flat loop, printing its progress on the controller
 version_added: 0.4.0
 description:
-  - Polls an async job started with C(async) and C(poll: 0) until it ends, however long it runs; each poll is one
+  - Polls an async job started with C(async) and C(poll=0) until it ends, however long it runs; each poll is one
     low-level command on the target (no module upload), so thousands of polls cost seconds, not a recursion limit.
   - While it runs, prints a line on the controller whenever O(progress_file) says something new (bytes done of
     total with the rate, or a C(message)).
@@ -48,14 +48,20 @@ options:
     default: job
 attributes:
   action:
+    description: Runs as an action plugin on the controller; each poll is a low-level command on the target.
     support: full
   async:
+    description: It waits for an async job; it is not itself run asynchronously.
     support: none
   check_mode:
+    description: There is no job to wait for in check mode.
     support: none
   diff_mode:
+    description: Nothing is changed, so there is no diff.
     support: none
   platform:
+    description: The target needs a POSIX shell with C(cat).
+    support: full
     platforms: posix
 """
 

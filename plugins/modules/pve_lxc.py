@@ -142,8 +142,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 task_warnings:
-  description: Tasks that succeeded with C(WARNINGS: n), each with its warning lines from the task log (also shown
-    as warnings).
+  description: Tasks that succeeded with the exit status C(WARNINGS) and a count, each with its warning lines from the
+    task log (also shown as warnings).
   returned: always
   type: list
   elements: dict

@@ -48,9 +48,9 @@ def main():
     try:
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
                    ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
-        run([os.path.join(BIN, "ansible-playbook")] + INV + [os.path.join(ROOT, "tests", "lab", "playbooks",
-                                                                       "stage-standin.yml")], env)
-        first, first_roles, _ = deploy()
+        stage = os.path.join(ROOT, "tests", "lab", "playbooks", "stage-standin.yml")
+        run([os.path.join(BIN, "ansible-playbook")] + INV + [stage], env)
+        first, first_roles, dummy = deploy()
         again, again_roles, changed = deploy()
     finally:
         if not keep:

@@ -193,7 +193,7 @@ def test_the_standin_ignores_sglang_api_key_like_sglang_059(server, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "sglang.launch_server", "--model-path", str(tmp_path),
                              "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(300):
+        for dummy in range(300):
             try:
                 if get(port, "/health")[0] == 200:
                     break
@@ -256,8 +256,8 @@ def test_a_long_start_up_prints_its_phase_and_numbers_while_it_waits(server, tmp
              public_env={"PYTHONPATH": STANDIN, "SGLANG_STANDIN_SPEED": "4"})   # a start-up of several seconds
     p = run_playbook([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
         {"name": "start", "gpuserve.sglang.sglang_server": a, "async": 300, "poll": 0, "register": "job"},
-        {"name": "wait", "gpuserve.sglang.job_progress": {"jid": "{{ job.ansible_job_id }}", "progress_file": progress,
-                                                           "interval": 0.2, "label": "sglang-t"}, "register": "done"},
+        {"name": "wait", "register": "done", "gpuserve.sglang.job_progress": {
+            "jid": "{{ job.ansible_job_id }}", "progress_file": progress, "interval": 0.2, "label": "sglang-t"}},
         {"name": "said", "ansible.builtin.debug": {"msg": "status={{ done.status }} tokens={{ done.server_info.max_total_num_tokens }}"}},
     ]}], tmp_path)
     assert p.returncode == 0, p.stdout[-3000:]

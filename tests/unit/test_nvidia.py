@@ -75,8 +75,8 @@ def test_apt_policy_tells_which_packages_apt_knows_at_the_pinned_version():
     assert NV.policy_versions(text, "570.172") == []                 # a prefix of a version is not that version
     assert NV.policy_versions(text) == ["nvidia-driver", "nvidia-smi"]   # has a candidate
     # an emptied index (fresh image): apt-cache policy prints the names with nothing under them
-    assert NV.policy_versions("nvidia-driver:\n  Installed: (none)\n  Candidate: (none)\n  Version table:\n",
-                             "570.153.02") == []
+    emptied = "nvidia-driver:\n  Installed: (none)\n  Candidate: (none)\n  Version table:\n"
+    assert NV.policy_versions(emptied, "570.153.02") == []
 
 
 def l40s_facts():
