@@ -82,20 +82,7 @@ EXAMPLES = r"""
 
 - name: Fail unless GPUs are visible, with the state's hint
   gpuserve.sglang.nvidia_gpu_facts:
-    set_facts:
-    description: Also set the facts as C(gpuserve_nvidia) (V(false) for an ad-hoc look that prints each fact once).
-    type: bool
-    default: true
-  proc_gpus_dir:
-    description: The driver's per-GPU directory; each C(information) file gives the GPU's device minor (N of
-      C(/dev/nvidiaN)), which is what passthrough grants - not nvidia-smi's index.
-    type: path
-    default: /proc/driver/nvidia/gpus
-  timeout:
-    description: Seconds nvidia-smi may take; a GPU or driver that hangs gives state C(error) with the reason.
-    type: float
-    default: 60
-  require: gpu
+    require: gpu
 """
 
 RETURN = r"""
