@@ -106,6 +106,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+checkpoint_contradicts_config:
+  description: True when the checkpoint's weights are less than half of what config.json's parameters take - the
+    checkpoint is not the model the config describes; also in C(notes) and as a warning.
+  returned: when the checkpoint contradicts the config
+  type: bool
 outcome:
   description: C(fits), C(kv_pool_oom) (the pool cannot be built), C(headroom_oom) (the pool fits but the draft,
     graphs and activations will not fit in the (1 - mem_fraction_static) headroom) or C(context_truncated)
@@ -198,6 +203,18 @@ def main():
             config = p["model_config"]
         gpus = p["gpus"] if p["gpus"] else gpus_from_profile(p["gpu_profile"], p["gpu_count"])
         result = plan(config, gpus, p["args"], measured=p["measured"], weights_bytes=weights)
+        if result.get("sources", {}).get("weights_gb") == "checkpoint":
+            by_config = plan(config, gpus, p["args"], measured=p["measured"])
+            have, want = result["per_gpu"][0]["weights_gb"], by_config["per_gpu"][0]["weights_gb"]
+            if want > 0 and have < 0.5 * want:
+                note = ("the checkpoint's weights (%.2f GiB per GPU) are far smaller than this config's parameters "
+                        "(%.2f GiB per GPU): this is not the model config.json describes (a stand-in, a partial "
+                        "download, or a quantization the config does not declare); the plan uses the checkpoint"
+                        % (have, want))
+                result["notes"] = list(result.get("notes") or []) + [note]
+                result["explain"] = list(result.get("explain") or []) + ["note: " + note]
+                result["checkpoint_contradicts_config"] = True
+                module.warn(note)
     except PlanError as exc:
         module.fail_json(msg=str(exc))
     if result["outcome"] in p["fail_on"]:

@@ -131,6 +131,11 @@ options:
   plan_max_total_num_tokens:
     description: Token capacity predicted by M(gpuserve.sglang.sglang_memory_plan), compared with C(/server_info).
     type: int
+  plan_tolerance:
+    description: Relative difference between planned and actual KV tokens above which a warning names both numbers
+      and the likely cause.
+    type: float
+    default: 0.1
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 seealso:
@@ -200,7 +205,8 @@ server_info:
   returned: when ready
   type: dict
 plan_vs_actual:
-  description: Predicted and real KV token capacity when O(plan_max_total_num_tokens) was given.
+  description: Predicted and real KV token capacity when O(plan_max_total_num_tokens) was given, their ratio, the
+    tolerance and whether the ratio is within it (a warning says so when it is not).
   returned: when ready and a plan was given
   type: dict
 log_tail:
@@ -264,6 +270,7 @@ def main():
             revision=dict(type="str"),
             plan_max_total_num_tokens=dict(type="int", no_log=False),
             progress_file=dict(type="path"),
+            plan_tolerance=dict(type="float", default=0.1),
         ),
         required_if=[("state", "started", ("python", "model_path")),
                      ("state", "restarted", ("python", "model_path"))],
@@ -423,10 +430,18 @@ def main():
         result["server_info"] = info
         if p["plan_max_total_num_tokens"] is not None and info:
             actual = info.get("max_total_num_tokens")
+            ratio = round(float(actual) / p["plan_max_total_num_tokens"], 4) \
+                if actual and p["plan_max_total_num_tokens"] > 0 else None
+            within = ratio is not None and abs(ratio - 1.0) <= p["plan_tolerance"]
             result["plan_vs_actual"] = {"predicted_max_total_num_tokens": p["plan_max_total_num_tokens"],
-                                        "actual_max_total_num_tokens": actual,
-                                        "ratio": round(float(actual) / p["plan_max_total_num_tokens"], 4)
-                                        if actual and p["plan_max_total_num_tokens"] > 0 else None}
+                                        "actual_max_total_num_tokens": actual, "ratio": ratio,
+                                        "tolerance": p["plan_tolerance"], "within_tolerance": within}
+            if not within:
+                module.warn("planned %s KV tokens, SGLang reports %s (ratio %s, beyond the %.0f %% tolerance): the "
+                            "plan's inputs differ from this launch - most often the free memory after CUDA/NCCL "
+                            "init (measure it: playbooks/diagnose.yml replays the launch's logged numbers) or a "
+                            "checkpoint that is not the model its config.json describes"
+                            % (p["plan_max_total_num_tokens"], actual, ratio, 100 * p["plan_tolerance"]))
         module.exit_json(**result)
     if systemd and out["status"] == "failed":
         info = unit_show(unit)

@@ -265,3 +265,13 @@ def test_a_long_start_up_prints_its_phase_and_numbers_while_it_waits(server, tmp
     assert any("phase load_weights" in line for line in lines), lines
     assert any("weights 15.07 GiB" in line for line in lines), lines
     assert len(lines) >= 3 and "status=ready tokens=207346" in p.stdout
+
+
+def test_a_plan_far_from_the_actual_capacity_is_warned_with_both_numbers(server):
+    r = run_module(M, scen(server, "ready_tp1_dense", plan_max_total_num_tokens=150000))
+    assert r["status"] == "ready"
+    pva = r["plan_vs_actual"]
+    assert pva["within_tolerance"] is False and pva["actual_max_total_num_tokens"] == 207346
+    assert any("planned 150000 KV tokens, SGLang reports 207346" in w for w in r.get("warnings", [])), r.get("warnings")
+    close = run_module(M, scen(server, "ready_tp1_dense", plan_max_total_num_tokens=200000, args={"context_length": 4096}))
+    assert close["plan_vs_actual"]["within_tolerance"] is True and not close.get("warnings")
