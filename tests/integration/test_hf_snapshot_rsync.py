@@ -198,6 +198,17 @@ def test_the_role_copies_from_the_source_host_with_its_key_in_a_0600_file_and_ch
     assert again.returncode == 0 and recap(again.stdout)["changed"] == 0 and sshd.logins() == logins
 
 
+def test_the_role_refuses_a_source_host_without_its_key_unless_trust_on_first_use_is_asked_for(hub, sshd, old, tmp_path):
+    p = role(hub, sshd, old, tmp_path, hf_model_source_known_hosts=[])[0]
+    assert p.returncode != 0 and "give its host key in hf_model_source_known_hosts" in p.stdout
+    assert not (tmp_path / "etc").exists() and not (tmp_path / "model").exists()
+    ok = role(hub, sshd, old, tmp_path, hf_model_source_known_hosts=[], hf_model_source_accept_new_host_key=True)[0]
+    assert ok.returncode == 0, ok.stdout[-3000:]
+    with open(sshd.known_hosts) as fh:
+        host_key = fh.read().split()[2]            # "[host]:port type base64 [comment]"
+    assert host_key in (tmp_path / "etc" / "known_hosts").read_text()     # the key recorded on first use
+
+
 def test_the_role_refuses_two_sources(hub, sshd, old, tmp_path):
     p = role(hub, sshd, old, tmp_path, hf_model_source_dir=old)[0]
     assert p.returncode != 0 and "not both" in p.stdout and not (tmp_path / "etc").exists()

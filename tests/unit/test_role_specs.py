@@ -78,3 +78,17 @@ def test_the_pct_connection_documents_every_option_of_proxmox_pct_remote_it_exte
         if name != "pty":
             assert ours[name] == spec, name
     assert ours["pty"]["default"] is False and ours["pipelining"]["default"] is True
+
+
+SECRET = ("_token", "_password", "_secret", "_ssh_key", "_api_key", "_environment", "_env")
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_secret_variable_is_no_log_in_the_argument_spec(role):
+    with open(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")) as fh:
+        specs = yaml.safe_load(fh)["argument_specs"]
+    for entry, spec in specs.items():
+        for name, opt in spec.get("options", {}).items():
+            if name.endswith(SECRET) and not name.endswith(("_token_id", "_token_file", "public_env", "_without_api_key",
+                                                            "public_environment")):
+                assert opt.get("no_log") is True, "%s (%s): a secret must be no_log" % (name, entry)
