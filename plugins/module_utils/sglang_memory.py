@@ -184,7 +184,16 @@ class Model(object):
         self.mtp_layers = int(tc.get("mtp_num_hidden_layers") or tc.get("num_nextn_predict_layers") or 0)
         vc = config.get("vision_config") if isinstance(config.get("vision_config"), dict) else None
         self.vision = vc
-        self.multimodal = vc is not None and self.arch.endswith("ForConditionalGeneration")
+        archs = config.get("architectures") if isinstance(config.get("architectures"), list) else [self.arch]
+        self.multimodal_arch = any(a in MULTIMODAL_ARCHS for a in archs)
+        self.multimodal_off_by_default = bool(archs) and archs[0] in MULTIMODAL_OFF_BY_DEFAULT
+        self.multimodal = self.is_multimodal(None)
+
+    def is_multimodal(self, enable_multimodal=None):
+        """ModelConfig.is_multimodal of SGLang 0.5.9: an architecture on its list, with multimodal on - by default
+        except Gemma3, Llama4 and Step3-VL, which need --enable-multimodal."""
+        enabled = (not self.multimodal_off_by_default) if enable_multimodal is None else bool(enable_multimodal)
+        return enabled and self.multimodal_arch
 
     # parameter estimate, used only when no checkpoint byte count is known
     def param_estimate(self):
@@ -239,9 +248,42 @@ def bucket_defaults(gpu_mem_mib, tp):
     return 16384, 512
 
 
+# SGLang 0.5.9's own list (srt/configs/model_config.py multimodal_model_archs, read from the sglang==0.5.9 wheel),
+# and the architectures whose multimodal part is off unless --enable-multimodal (ModelConfig.__init__).
+MULTIMODAL_ARCHS = (
+    "CLIPModel", "DeepseekVL2ForCausalLM", "Ernie4_5_VLMoeForConditionalGeneration", "Gemma3ForConditionalGeneration",
+    "Gemma3nForConditionalGeneration", "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration",
+    "GlmOcrForConditionalGeneration", "GlmAsrForConditionalGeneration", "Grok1VForCausalLM", "Grok1AForCausalLM",
+    "LlavaLlamaForCausalLM", "Llama4ForConditionalGeneration", "LlavaMistralForCausalLM", "LlavaQwenForCausalLM",
+    "LlavaForConditionalGeneration", "LlavaVidForCausalLM", "LightOnOCRForConditionalGeneration", "MiniCPMO",
+    "MiniCPMV", "Mistral3ForConditionalGeneration", "MultiModalityCausalLM", "MllamaForConditionalGeneration",
+    "NemotronH_Nano_VL_V2", "PixtralForConditionalGeneration", "Qwen2AudioForConditionalGeneration",
+    "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration",
+    "Qwen3VLMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3OmniMoeForConditionalGeneration", "KimiVLForConditionalGeneration", "InternVLChatModel",
+    "InternS1ForConditionalGeneration", "InternS1ProForConditionalGeneration", "Phi4MMForCausalLM",
+    "Step3VLForConditionalGeneration", "POINTSV15ChatModel", "DotsVLMForCausalLM", "DotsOCRForCausalLM",
+    "Sarashina2VisionForCausalLM", "NVILAForConditionalGeneration", "NVILALiteForConditionalGeneration",
+    "DeepseekOCRForCausalLM", "JetVLMForConditionalGeneration", "PaddleOCRVLForConditionalGeneration",
+    "MiDashengLMModel", "StepVLForConditionalGeneration", "KimiK25ForConditionalGeneration",
+)
+MULTIMODAL_OFF_BY_DEFAULT = ("Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                             "Step3VLForConditionalGeneration")
+
+
+def piecewise_capture_sizes(max_tokens):
+    """ServerArgs._generate_piecewise_cuda_graph_tokens of SGLang 0.5.9 (server_args.py:1109)."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+             + list(range(576, 1024 + 1, 64)) + list(range(1280, 4096 + 1, 256))
+             + list(range(4608, max_tokens + 1, 512)))
+    return [x for x in sizes if x <= max_tokens]
+
+
 def auto_mem_fraction_static(gpu_mem_mib, tp, pp, chunked, graph_bs, spec_algo, max_prefill_tokens=16384,
-                             model=None, language_only=False):
-    """SGLang 0.5.9's mem_fraction_static when the operator leaves it unset; returns (mfs, reserved MiB)."""
+                             model=None, language_only=False, enable_multimodal=None, piecewise=False,
+                             dp_attention=False, dp_size=1):
+    """SGLang 0.5.9's mem_fraction_static when the operator leaves it unset (server_args.py:1020-1070 and
+    adjust_mem_fraction_for_vlm); returns (mfs, reserved MiB)."""
     if gpu_mem_mib is None:
         return 0.88, None
     if chunked is not None and chunked > 0:
@@ -249,6 +291,14 @@ def auto_mem_fraction_static(gpu_mem_mib, tp, pp, chunked, graph_bs, spec_algo, 
     else:
         reserved = 512 + 1.5 * max(max_prefill_tokens, 2048)
     reserved += 2 * graph_bs + 1024 * tp * pp / 8.0
+    if dp_attention:
+        reserved += graph_bs * dp_size * 3
+        if graph_bs > 300:
+            reserved += graph_bs * dp_size * 1.5
+    if piecewise:
+        # piecewise_cuda_graph_max_tokens defaults to chunked_prefill_size, or 2048 for MLA models
+        max_tokens = 2048 if (model is not None and model.mla) else chunked
+        reserved += len(piecewise_capture_sizes(int(max_tokens))) * 8
     if gpu_mem_mib > 61440:
         reserved = max(reserved, 10240)
     if spec_algo in ("EAGLE", "EAGLE3", "NEXTN"):
@@ -256,12 +306,14 @@ def auto_mem_fraction_static(gpu_mem_mib, tp, pp, chunked, graph_bs, spec_algo, 
     elif spec_algo == "STANDALONE":
         reserved += 6144
     mfs = round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
-    if model is not None and model.multimodal and not language_only and model.vision:
-        vh = float(model.vision.get("hidden_size") or 0)
-        vl = float(model.vision.get("depth") or model.vision.get("num_hidden_layers") or 0)
+    if model is not None and model.is_multimodal(enable_multimodal) and not language_only and model.vision is not None:
+        # getattr(vision_config, "num_hidden_layers", 24) / ("hidden_size", 1024) on the transformers config:
+        # a vision config that only has `depth` (Qwen3-VL, Qwen3.5) counts as 24 layers; not re-rounded after
+        vh = float(model.vision.get("hidden_size", 1024))
+        vl = float(model.vision.get("num_hidden_layers", 24))
         ratio = vl * vh * vh / (24 * 1024.0 * 1024.0)
         factor = min(max(1 - 0.1 * (ratio - 1), 0.8), 1.05)
-        mfs = round(mfs * 0.95 * factor, 3)
+        mfs = mfs * 0.95 * factor
     return mfs, reserved
 
 
@@ -436,7 +488,9 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
     if args.get("mem_fraction_static") is None:
         mfs, reserved = auto_mem_fraction_static(gpu_mem, tp, pp, chunked, graph_bs, algo,
                                                  _arg(args, "max_prefill_tokens", 16384), model,
-                                                 bool(args.get("language_only")))
+                                                 bool(args.get("language_only")), args.get("enable_multimodal"),
+                                                 bool(args.get("enable_piecewise_cuda_graph")),
+                                                 bool(args.get("enable_dp_attention")), int(_arg(args, "dp_size", 1)))
         mfs_source = "auto"
     else:
         mfs, reserved = float(args["mem_fraction_static"]), None
