@@ -57,6 +57,18 @@ _JOURNAL = re.compile(
 _SGL = re.compile(
     r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?)((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ?(.*)$")
 _UVICORN_LEVEL = re.compile(r"^(INFO|ERROR|WARNING|DEBUG|CRITICAL):\s+(.*)$")
+# Prefixes other tools put before SGLang's own line, stripped before anything else reads it:
+# docker compose ("sglang-1  | "), kubectl logs --prefix ("[pod/name/container] "), ray ("(pid=123) ",
+# "(Worker pid=1, ip=10.0.0.2) "), orchestration wrappers ("2026-05-09T09:16:44.123Z INFO    mod.func: ").
+_FOREIGN = re.compile(
+    r"^(?:[\w.-]{1,80}\s+\| ?"
+    r"|\[pod/[^\]\s]{1,200}\] "
+    r"|\((?:[A-Za-z_]\w{0,40} )?pid=\d+(?:, ip=[\d.:a-f]+)?\) "
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"
+    r"(?:INFO|ERROR|WARNING|WARN|DEBUG|CRITICAL|FATAL)\s+(?:[\w.]{1,120}: )?)")
+# a logger that puts a level and file:line after SGLang's bracket: "[ts] ERROR scheduler.py:3188: msg" -> "[ts] msg"
+_BRACKET_LEVEL = re.compile(r"^(\[\d{4}-\d\d-\d\d[^\]]{0,60}\]) (?:INFO|ERROR|WARNING|WARN|DEBUG|CRITICAL)\s+"
+                            r"[\w./-]{1,200}\.py:\d+:? ")
 
 _NUM = r"(-?\d+(?:\.\d+)?)"
 _RE_LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=" + _NUM + r" ?GB")
@@ -117,13 +129,37 @@ _DRAFT_FRAMES = ("maybe_init_draft_worker", "init_draft_worker", "EAGLEWorker", 
 # (entrypoints/engine.py logs the dataclass repr), a token or password field, credentials in a URL, a bearer
 # token.  Every line is redacted before anything reads it, so no fact, message, traceback or tail carries one.
 REDACTED = "<redacted>"
-_SECRET_HINT = re.compile(r"(?i)key|token|secret|passw|bearer|://")
+# Cheap gate (plain substring tests: most lines never reach the rules): a secret-like name, a token field or query
+# parameter, a bearer, URL credentials. Counters SGLang prints ("#token: 45", "token usage", "max_total_num_tokens=")
+# are not secrets and stay readable.
+def _maybe_secret(line):
+    """True when a redaction rule could match (case variants spelled out: no lower() copy of every line)."""
+    return ("pi_key" in line or "PI_KEY" in line or "_token" in line or "_TOKEN" in line or "ecret" in line
+            or "ECRET" in line or "assw" in line or "ASSW" in line or "earer " in line or "EARER " in line
+            or "token=" in line or "token:" in line and ("token: '" in line or 'token: "' in line
+                                                         or "token:'" in line or 'token:"' in line)
+            or "://" in line and "@" in line)
+
+
+_VALUE = r"('[^']*'|\"[^\"]*\"|[^\s,)'\"]+)"
+
+
+def _keep_quotes(m):
+    value = m.group(3)
+    if _is_empty(value):
+        return m.group(0)
+    if value[:1] in "'\"":
+        return m.group(1) + m.group(2) + value[:1] + REDACTED + value[:1]
+    return m.group(1) + m.group(2) + REDACTED
+
+
 _SECRET_RULES = (
-    # name='value' / name="value" / name=value fields of a repr, a config dump or an env listing
-    (re.compile(r"(?i)\b([a-z_]*(?:api_key|token|secret|password))(=|: ?)('[^']*'|\"[^\"]*\"|[^\s,)'\"]+)"),
-     lambda m: m.group(1) + m.group(2) + (REDACTED if m.group(3)[:1] not in "'\"" else
-                                          m.group(3)[:1] + REDACTED + m.group(3)[:1])
-     if not _is_empty(m.group(3)) else m.group(0)),
+    # name='value' / name="value" / name=value / name: value of a repr, a config dump or an env listing
+    (re.compile(r"(?i)\b(\w*(?:api_key|secret|password)|\w+_token)(=|: ?)" + _VALUE), _keep_quotes),
+    # a bare token field only with a quoted value (token='hf_...'), never a counter
+    (re.compile(r"(?i)\b(token)(=|: ?)('[^']*'|\"[^\"]*\")"), _keep_quotes),
+    # a token in a query string: ?token=..., &access_token=...
+    (re.compile(r"(?i)([?&]\w*token=)[^&\s'\"]+"), lambda m: m.group(1) + REDACTED),
     # scheme://user:password@host
     (re.compile(r"(://[^/\s:@'\"]+:)[^/\s@'\"]+@"), lambda m: m.group(1) + REDACTED + "@"),
     # Authorization: Bearer <token>
@@ -137,7 +173,7 @@ def _is_empty(value):
 
 def redact(line):
     """``line`` with every secret SGLang or its wrappers print replaced by ``<redacted>``."""
-    if not _SECRET_HINT.search(line):
+    if not _maybe_secret(line):
         return line
     for rule, repl in _SECRET_RULES:
         line = rule.sub(repl, line)
@@ -151,6 +187,13 @@ def _strip(line):
     line = line.rstrip("\r\n")
     if len(line) > MAX_LINE:
         line = line[:MAX_LINE]
+    c0 = line[:1]
+    if c0 and c0 not in " \t":
+        m = _FOREIGN.match(line)
+        if m and not line.startswith("Traceback"):
+            line = line[m.end():]
+        elif c0 == "[" and line.find(".py:", 20, 240) != -1:
+            line = _BRACKET_LEVEL.sub(r"\1 ", line, count=1)
     if line[:1].isalnum() and not line.startswith("Traceback"):
         m = _JOURNAL.match(line)
         if m:

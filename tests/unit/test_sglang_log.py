@@ -230,3 +230,37 @@ def test_last_launch_is_after_the_last_marker_or_a_later_restart_without_one(tmp
     again = SL.last_launch(str(log))
     assert again["by"] == "server_args" and again["id"] == "cccccccccccc"
     assert SL.parse_file(str(log), again["offset"])["failure"]["kind"] == "kv_pool_oom"
+
+
+WRAPPERS = {
+    "docker compose": lambda line: "sglang-1  | " + line,
+    "kubectl --prefix": lambda line: "[pod/sglang-7d9f/sglang] " + line,
+    "ray": lambda line: "(pid=4242) " + line,
+    "ray worker": lambda line: "(SchedulerWorker pid=4242, ip=10.1.2.3) " + line,
+    "orchestrator iso": lambda line: "2026-11-20T09:17:21.123Z INFO    sglang_launcher.run: " + line,
+}
+
+
+@pytest.mark.parametrize("wrapper", sorted(WRAPPERS))
+@pytest.mark.parametrize("fixture", ["kv_pool_oom_tp2_nextn_seed.log", "ready_tp1_dense.log"])
+def test_a_log_wrapped_by_another_tool_reads_like_the_clean_log(wrapper, fixture):
+    clean = fixture_text("sglang_logs", fixture)
+    wrapped = "\n".join(WRAPPERS[wrapper](line) for line in clean.splitlines())
+    a, b = SL.parse_log(clean), SL.parse_log(wrapped)
+    assert b["outcome"] == a["outcome"] and b["phase"] == a["phase"] and b["facts"] == a["facts"]
+    assert (b["failure"] or {}).get("kind") == (a["failure"] or {}).get("kind")
+
+
+def test_a_level_and_file_after_sglangs_bracket_is_dropped_keeping_the_rank():
+    line = ("[2026-11-20 09:17:21 TP0] ERROR scheduler.py:3188: Scheduler hit an exception: Traceback (most recent "
+            "call last):")
+    clean = line.replace("ERROR scheduler.py:3188: ", "")
+    assert SL._strip(line) == SL._strip(clean)  # pylint: disable=protected-access
+
+
+def test_counters_that_say_token_are_not_taken_for_secrets():
+    line = ("[2026-11-20 09:20:01 TP0] Decode batch. #running-req: 1, #token: 45, token usage: 0.00, "
+            "max_total_num_tokens=207346, gen throughput (token/s): 31.2")
+    assert SL.redact(line) == line
+    assert SL.redact("server_args=ServerArgs(token='hf_abc', hf_token=\"hf_x\")") == \
+        "server_args=ServerArgs(token='<redacted>', hf_token=\"<redacted>\")"
