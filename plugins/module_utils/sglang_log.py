@@ -110,9 +110,13 @@ _OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUDA error: out of me
 _IMPORT_MARKERS = ("ImportError", "ModuleNotFoundError", "undefined symbol", "Could not load any common_ops",
                    "Can not import FA3", "is not installed. Please", "which is less than the minimum required version",
                    "cannot open shared object file", "GLIBC_", "libcudart.so", "Ignore import error when loading")
-_NCCL_MARKERS = ("NCCL error", "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "DistBackendError",
+_NCCL_MARKERS = ("gloo/transport/tcp", "ProcessGroupGloo", "Gloo connectFullMesh failed", "NCCL error", "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "DistBackendError",
                  "DistNetworkError", "ProcessGroupNCCL", "ncclCommInitRank", "Watchdog caught collective",
                  "NCCL WARN", "torch.distributed.DistError", "init_process_group")
+# Hub access refusals huggingface_hub prints as bare lines (no exception class in front)
+_HUB_ACCESS = ("is restricted. You must have access to it and be authenticated", "You must be authenticated to access",
+               "Cannot access gated repo for url", "Access to model", "401 Client Error: Unauthorized for url",
+               "Invalid credentials in Authorization header", "Invalid user token")
 _MODEL_MARKERS = ("is not a local folder and is not a valid model identifier", "RepositoryNotFoundError",
                   "GatedRepoError", "Cannot access gated repo", "401 Client Error", "403 Client Error",
                   "Repository Not Found", "does not appear to have a file named config.json",
@@ -346,11 +350,17 @@ class LogParser(object):
                 return "cuda_oom", msg
         if "address already in use" in text or "Errno 98" in text:
             return "port_in_use", _line_with(text, "address already in use")
+        for mk in ("gloo/transport/tcp", "ProcessGroupGloo", "Gloo connectFullMesh failed"):
+            if mk in text:     # the ranks lost each other; a graph-capture failure around it is only the wrapper
+                return "nccl_error", _line_with(text, mk)
         for mk in _IMPORT_MARKERS:
             if mk in text:
                 return "import_error", _line_with(text, mk)
         for mk in _MODEL_MARKERS:
             if mk in text:
+                return "model_not_found", _line_with(text, mk)
+        for mk in _HUB_ACCESS:
+            if mk in text and ("Access to model" != mk or "is restricted" in text):
                 return "model_not_found", _line_with(text, mk)
         if _RE_ARCH.search(text):
             return "unsupported_model", _line_with(text, "not supported") or _line_with(text, "SGlang")
@@ -574,6 +584,14 @@ class LogParser(object):
         if "rror" in msg or "memory" in msg or "xception" in msg or "Killed" in msg or "not supported" in msg:
             self._maybe_error_line(msg, rank, prefixed)
             return
+        if c0 == "L" and msg.startswith("Loading safetensors checkpoint shards:"):
+            self._advance("load_weights")          # the shard progress bar: the weights are loading
+            return
+        if "ccess" in msg or "uthenticat" in msg:
+            for mk in _HUB_ACCESS:
+                if mk in msg and (mk != "Access to model" or "is restricted" in msg):
+                    self._add_failure("model_not_found", msg, rank or self._last_rank)
+                    return
         # stray-wrapped continuation of a key line
         if not prefixed and self._prev and ("Not enough memory" in self._prev or "KV Cache is allocated" in self._prev
                                             or "Load weight end" in self._prev or "max_total_num_tokens" in self._prev):

@@ -264,3 +264,29 @@ def test_counters_that_say_token_are_not_taken_for_secrets():
     assert SL.redact(line) == line
     assert SL.redact("server_args=ServerArgs(token='hf_abc', hf_token=\"hf_x\")") == \
         "server_args=ServerArgs(token='<redacted>', hf_token=\"<redacted>\")"
+
+
+@pytest.mark.parametrize("line", [
+    "Access to model meta-llama/Llama-3.1-8B is restricted. You must have access to it and be authenticated to access "
+    "it. Please log in.",
+    "Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-3.1-8B/resolve/main/config.json.",
+])
+def test_a_bare_hub_access_line_without_an_exception_class_is_model_not_found(line):
+    r = SL.parse_log("[2026-11-20 09:16:40] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B')\n" + line)
+    assert r["outcome"] == "failed" and r["failure"]["kind"] == "model_not_found"
+
+
+def test_gloo_transport_failures_are_nccl_errors_even_inside_a_graph_capture_failure():
+    wrapped = ("[2026-11-20 09:16:44 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+               '  File "/x/cuda_graph_runner.py", line 1, in capture\n'
+               "Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+               "Connection closed by peer [10.0.0.2]:12345\n")
+    assert SL.parse_log(wrapped)["failure"]["kind"] == "nccl_error"
+    bare = ("[2026-11-20 09:16:44 TP1] RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+            "Connection closed by peer [10.0.0.2]:12345")
+    assert SL.parse_log(bare)["failure"]["kind"] == "nccl_error"
+
+
+def test_the_shard_progress_bar_means_the_weights_are_loading():
+    r = SL.parse_log("Loading safetensors checkpoint shards:  40% Completed | 6/15 [00:12<00:18,  2.31s/it]")
+    assert r["phase"] == "load_weights" and r["failure"] is None
