@@ -230,6 +230,12 @@ def _tb_path_has(frames, words):
     return False
 
 
+def _is_rank0(rank):
+    """The main process (no rank) or a rank whose every index is 0 (TP0, DP0 TP0, PP0 TP0)."""
+    return not rank or all(part.rstrip("0123456789") != part and int(part.lstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ_") or 0) == 0
+                           for part in rank.split())
+
+
 class _Traceback(object):
     __slots__ = ("rank", "frames", "exc", "text", "phase", "closed", "lineno")
 
@@ -252,6 +258,7 @@ class LogParser(object):
         self.ready_lineno = None
         self.lines = 0
         self.facts = {}
+        self._fact_rank0 = {}
         self.facts_by_rank = {}
         self._load_begins = {}
         self.failures = []       # bounded list of candidate dicts (best kept)
@@ -276,8 +283,12 @@ class LogParser(object):
         per = self.facts_by_rank.setdefault(rank or "main", {})
         if key not in per:
             per[key] = value
-        if key not in self.facts:
+        # several ranks print the same fact: `facts` holds rank 0's (the main process's, TP0, DP0 TP0, ...) even when
+        # another rank printed first; the others stay in facts_by_rank
+        first = key not in self.facts
+        if first or (_is_rank0(rank) and not self._fact_rank0.get(key)):
             self.facts[key] = value
+            self._fact_rank0[key] = _is_rank0(rank)
 
     def _add_failure(self, kind, message, rank, frames=(), tb_lines=None, phase=None, inferred=False):
         cand = {

@@ -290,3 +290,13 @@ def test_gloo_transport_failures_are_nccl_errors_even_inside_a_graph_capture_fai
 def test_the_shard_progress_bar_means_the_weights_are_loading():
     r = SL.parse_log("Loading safetensors checkpoint shards:  40% Completed | 6/15 [00:12<00:18,  2.31s/it]")
     assert r["phase"] == "load_weights" and r["failure"] is None
+
+
+def test_when_ranks_print_the_same_fact_facts_hold_rank_0s_even_if_another_rank_printed_first():
+    log = ("[2026-11-20 09:17:00 TP1] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=20.80 GB, "
+           "mem usage=25.90 GB.\n"
+           "[2026-11-20 09:17:00 TP0] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=20.71 GB, "
+           "mem usage=25.91 GB.\n")
+    r = SL.parse_log(log)
+    assert r["facts"]["weights_gb"] == 25.91 and r["facts"]["avail_mem_after_load_gb"] == 20.71
+    assert r["facts_by_rank"]["TP1"]["weights_gb"] == 25.90
