@@ -100,6 +100,8 @@ _RE_DEAD = re.compile(r"Rank (\d+) scheduler (?:is dead|died during initializati
 _RE_EXITCODE = re.compile(r"^Exit code: (-?\d+)")
 _RE_ARCH = re.compile(r"Model architectures? (\[[^\]]{0,300}\]|\S+) (?:are|is) not supported|has no SGlang implementation")
 _RE_DIVISIBLE = re.compile(r"(\d+) is not divisible by (\d+)")
+# model_runner_kv_cache_mixin (0.4.x to 0.5.9): the user's --max-total-tokens above what the memory profile allows
+_RE_PROFILED = re.compile(r"max_total_tokens=(-?\d+) is larger than the profiled value (-?\d+)")
 _RE_HTTP_STATUS = re.compile(r"\b(401|403|404)\b")
 
 _SPEC_WORDS = ("speculative_algorithm='EAGLE'", "speculative_algorithm='NEXTN'", "speculative_algorithm='EAGLE3'",
@@ -595,6 +597,17 @@ class LogParser(object):
         if "rror" in msg or "memory" in msg or "xception" in msg or "Killed" in msg or "not supported" in msg:
             self._maybe_error_line(msg, rank, prefixed)
             return
+        if "the profiled value" in msg:
+            pm = _RE_PROFILED.search(msg)
+            if pm:
+                self._fact(rank, "max_total_tokens_requested", int(pm.group(1)))
+                profiled = int(pm.group(2))
+                if self.phase != "draft":       # a draft model's own profile says nothing about the target's pool
+                    self._fact(rank, "profiled_max_total_num_tokens", profiled)
+                    if profiled <= 0:
+                        self._add_failure("kv_pool_oom", msg, rank or self._last_rank, phase="memory_pool")
+                        self.died = True
+                return
         if c0 == "L" and msg.startswith("Loading safetensors checkpoint shards:"):
             self._advance("load_weights")          # the shard progress bar: the weights are loading
             return

@@ -300,3 +300,19 @@ def test_when_ranks_print_the_same_fact_facts_hold_rank_0s_even_if_another_rank_
     r = SL.parse_log(log)
     assert r["facts"]["weights_gb"] == 25.91 and r["facts"]["avail_mem_after_load_gb"] == 20.71
     assert r["facts_by_rank"]["TP1"]["weights_gb"] == 25.90
+
+
+def test_a_user_cap_above_the_profiled_count_is_a_fact_and_a_non_positive_profile_is_the_pool_failing():
+    ok = SL.parse_log("[2026-11-20 09:17:30 TP0] max_total_tokens=500000 is larger than the profiled value 207346. "
+                      "Use the profiled value instead.")
+    assert ok["facts"]["max_total_tokens_requested"] == 500000
+    assert ok["facts"]["profiled_max_total_num_tokens"] == 207346 and ok["failure"] is None
+    bad = SL.parse_log("[2026-11-20 09:17:30 TP0] max_total_tokens=500000 is larger than the profiled value -96686. "
+                       "Use the profiled value instead.")
+    assert bad["failure"]["kind"] == "kv_pool_oom" and bad["facts"]["profiled_max_total_num_tokens"] == -96686
+    # the draft model's own profile (after the second weight load) never decides the target's pool
+    draft = SL.parse_log("[2026-11-20 09:17:00 TP0] Load weight begin. avail mem=46.62 GB\n"
+                         "[2026-11-20 09:17:10 TP0] Load weight begin. avail mem=20.10 GB\n"
+                         "[2026-11-20 09:17:30 TP0] max_total_tokens=4096 is larger than the profiled value 0. "
+                         "Use the profiled value instead.")
+    assert draft["failure"] is None and "profiled_max_total_num_tokens" not in draft["facts"]
