@@ -351,6 +351,10 @@ class LogParser(object):
             return "kv_pool_oom", m.group(0)
         if "Not enough GPU memory for hybrid" in text or "Memory pool size is too small" in text:
             return "kv_pool_oom", _line_with(text, "memory")
+        if "KV" in text and ("leaves no room for the full KV pool" in text or "no memory for the KV cache" in text
+                             or "no memory left for the KV cache" in text):
+            # later releases' wordings of the same budget failure (0.5.2x pool_configurator: the SWA pool cap)
+            return "kv_pool_oom", _line_with(text, "KV")
         for mk in _OOM_MARKERS:
             if mk in text:
                 msg = _line_with(text, mk)

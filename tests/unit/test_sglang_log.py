@@ -316,3 +316,15 @@ def test_a_user_cap_above_the_profiled_count_is_a_fact_and_a_non_positive_profil
                          "[2026-11-20 09:17:30 TP0] max_total_tokens=4096 is larger than the profiled value 0. "
                          "Use the profiled value instead.")
     assert draft["failure"] is None and "profiled_max_total_num_tokens" not in draft["facts"]
+
+
+def test_the_swa_pool_cap_wording_of_later_releases_is_the_memory_pool_failure():
+    # sglang 0.5.23 srt/model_executor/pool_configurator.py
+    line = ("[2026-11-20 09:17:30 TP0] RuntimeError: SWA pool cap (65536 tokens, 3.00 GiB) leaves no room for the full "
+            "KV pool within the available 2.10 GiB. Reduce --max-running-requests, lower SGLANG_SWA_EVICTION_INTERVAL, "
+            "or increase --mem-fraction-static.")
+    assert SL.parse_log(line)["failure"]["kind"] == "kv_pool_oom"
+    newer = ("[2026-11-20 09:17:30 TP0] RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+             "Current value: mem_fraction_static=0.85")
+    r = SL.parse_log(newer)
+    assert r["failure"]["kind"] == "kv_pool_oom" and r["facts"]["mem_fraction_static"] == 0.85
