@@ -232,6 +232,36 @@ def _tb_path_has(frames, words):
     return False
 
 
+_DIST_FRAMES = ("init_distributed_environment", "init_torch_distributed", "initialize_model_parallel",
+                "init_process_group", "init_world_group", "rendezvous", "_store_based_barrier")
+_ARCH_FRAMES = ("get_model_architecture", "resolve_transformers_arch", "_get_model_architecture",
+                "get_model_cls_by_arch_name", "resolve_model_cls")
+_SCHED_INIT_FRAMES = ("init_tp_model_worker", "init_model_worker", "TpModelWorker", "__init__", "initialize")
+
+
+def _infer_cut(tb, parser):
+    """(kind, message, evidence) of a traceback cut before its exception line: the deepest telling frame, else the
+    phase reached. Every result is marked inferred by the caller."""
+    frames = list(tb.frames)
+    if _tb_has(frames, _MEMPOOL_FRAMES) or any(n + "(" in ln for ln in tb.text for n in _MEMPOOL_FRAMES):
+        return "kv_pool_oom", "traceback cut off inside init_memory_pool (memory-pool sizing)", "frame init_memory_pool"
+    for path, func in reversed(frames):
+        if func in _DIST_FRAMES:
+            return "nccl_error", "traceback cut off in distributed / model-parallel initialisation", "frame " + func
+        if func in _ARCH_FRAMES:
+            return "unsupported_model", "traceback cut off while looking up the model class", "frame " + func
+        if func in ("make_layers",) or ("/models/" in path and func == "__init__"):
+            return "weight_load_oom", "traceback cut off inside the model constructor building its layers", \
+                "frame %s in %s" % (func, path.rsplit("/", 1)[-1])
+        if func in _LOAD_FRAMES:
+            return "other", "traceback cut off at a generic weight-loading call", "frame " + func
+    if parser.facts.get("weights_gb") is not None and "max_total_num_tokens" not in parser.facts and \
+            _tb_has(frames, _SCHED_INIT_FRAMES) and _PHASE_INDEX[parser.phase] <= _PHASE_INDEX["memory_pool"]:
+        return "kv_pool_oom", ("traceback cut off after the weights loaded and before any pool line, in scheduler "
+                               "initialisation"), "phase: weights loaded, no KV pool line"
+    return "other", "traceback cut off before its exception line", None
+
+
 def _is_rank0(rank):
     """The main process (no rank) or a rank whose every index is 0 (TP0, DP0 TP0, PP0 TP0)."""
     return not rank or all(part.rstrip("0123456789") != part and int(part.lstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ_") or 0) == 0
@@ -323,16 +353,12 @@ class LogParser(object):
         text = "\n".join(tb.exc)
         kind, message = self._classify(text, tb.frames, tb.phase)
         inferred = False
+        evidence = None
         if kind is None:
             if not tb.exc:
-                # truncated mid-traceback: infer from the frames
+                # truncated mid-traceback: infer from the deepest frame that says something, else from the phase
                 inferred = True
-                if _tb_has(tb.frames, _MEMPOOL_FRAMES) or any(n + "(" in ln for ln in tb.text for n in _MEMPOOL_FRAMES):
-                    kind, message = "kv_pool_oom", "traceback cut off inside init_memory_pool (memory-pool sizing)"
-                elif _tb_has(tb.frames, _LOAD_FRAMES):
-                    kind, message = "other", "traceback cut off while loading weights"
-                else:
-                    kind, message = "other", "traceback cut off before its exception line"
+                kind, message, evidence = _infer_cut(tb, self)
             else:
                 kind, message = "other", tb.exc[-1]
         phase = tb.phase
@@ -341,6 +367,8 @@ class LogParser(object):
         if _tb_has(tb.frames, _DRAFT_FRAMES) and _PHASE_INDEX[phase] < _PHASE_INDEX["draft"]:
             phase = "draft"
         self._add_failure(kind, message, tb.rank, tb.frames, tb.text, phase, inferred)
+        if evidence is not None:
+            self.failures[-1]["evidence"] = evidence
 
     def _classify(self, text, frames, phase):
         """Return (kind, decisive message) for an exception text + frames, or (None, None)."""
@@ -736,6 +764,9 @@ class LogParser(object):
             }
             if failure.get("inferred"):
                 out_failure["inferred"] = True
+                out_failure["evidence"] = failure.get("evidence") or "the traceback was cut before its exception line"
+                out_failure["hint"] = "Inferred (the traceback was cut before its exception line; evidence: %s). %s" % (
+                    out_failure["evidence"], out_failure["hint"])
             if self.exit_code is not None:
                 out_failure["exit_code"] = self.exit_code
         return {

@@ -328,3 +328,36 @@ def test_the_swa_pool_cap_wording_of_later_releases_is_the_memory_pool_failure()
              "Current value: mem_fraction_static=0.85")
     r = SL.parse_log(newer)
     assert r["failure"]["kind"] == "kv_pool_oom" and r["facts"]["mem_fraction_static"] == 0.85
+
+
+def cut(*frames, before=""):
+    """A scheduler traceback pasted without its exception line."""
+    body = "".join('  File "/opt/sglang/.venv/lib/python3.11/site-packages/sglang/srt/%s", line 1, in %s\n'
+                   "    call()\n" % f for f in frames)
+    return before + "[2026-11-20 09:17:21 TP0] Scheduler hit an exception: Traceback (most recent call last):\n" + body
+
+
+@pytest.mark.parametrize("frames, kind, evidence", [
+    ([("managers/scheduler.py", "run_scheduler_process"), ("distributed/parallel_state.py", "init_distributed_environment")],
+     "nccl_error", "frame init_distributed_environment"),
+    ([("model_loader/loader.py", "load_model"), ("model_loader/utils.py", "get_model_architecture")],
+     "unsupported_model", "frame get_model_architecture"),
+    ([("model_loader/loader.py", "load_model"), ("models/qwen3.py", "__init__"), ("utils/common.py", "make_layers")],
+     "weight_load_oom", "frame make_layers in common.py"),
+    ([("managers/scheduler.py", "run_scheduler_process"), ("model_loader/loader.py", "load_weights")],
+     "other", "frame load_weights"),
+])
+def test_a_traceback_cut_before_its_exception_is_inferred_from_its_deepest_frame_and_says_so(frames, kind, evidence):
+    r = SL.parse_log(cut(*frames))
+    f = r["failure"]
+    assert f["kind"] == kind and f["inferred"] is True and f["evidence"] == evidence
+    assert f["hint"].startswith("Inferred (the traceback was cut")
+
+
+def test_a_cut_scheduler_traceback_after_the_weights_loaded_and_before_any_pool_line_is_the_pool():
+    before = ("[2026-11-20 09:17:00 TP0] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=20.71 GB, "
+              "mem usage=25.91 GB.\n")
+    r = SL.parse_log(cut(("managers/scheduler.py", "run_scheduler_process"), ("managers/scheduler.py", "__init__"),
+                         ("managers/scheduler.py", "init_tp_model_worker"), before=before))
+    assert r["failure"]["kind"] == "kv_pool_oom" and r["failure"]["inferred"] is True
+    assert r["failure"]["evidence"] == "phase: weights loaded, no KV pool line"
