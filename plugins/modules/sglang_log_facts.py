@@ -121,8 +121,15 @@ failure:
     hint:
       description: What to do, with the log's numbers where it has them.
       type: str
+    inferred:
+      description: True when the traceback was cut before its exception line and the kind is an inference.
+      type: bool
+    evidence:
+      description: What an inferred kind rests on (the frame, or the phase reached).
+      type: str
 facts:
-  description: Numbers SGLang logged (first rank that logged each); absent keys are omitted. Keys
+  description: Numbers SGLang logged (rank 0's when several ranks logged one; the others in C(facts_by_rank));
+    absent keys are omitted. Keys
     C(mem_fraction_static), C(avail_mem_before_load_gb), C(weights_gb), C(avail_mem_after_load_gb),
     C(kv_tokens), C(k_size_gb), C(v_size_gb), C(mamba_cache_gb), C(max_total_num_tokens),
     C(max_running_requests), C(context_len), C(tp_size), C(cuda_graph_mem_gb), C(sglang_version).
