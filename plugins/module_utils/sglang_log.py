@@ -731,8 +731,14 @@ class LogParser(object):
         candidates = pre_ready if pre_ready else (post_ready if self.fatal_after_ready else [])
         if candidates:
             best = max(candidates, key=lambda f: (_SPECIFICITY[f["kind"]], -f["lineno"]))
-            if best["kind"] == "unsupported_model" and self.import_evidence:
+            loaded = self.facts.get("weights_gb") is not None
+            if self.import_evidence and not loaded and (
+                    best["kind"] == "unsupported_model" or (best.get("inferred") and best["kind"] == "other")):
+                # a model module failed to import, then the lookup failed or the traceback was cut: the import is the
+                # cause (a benign import warning never overrides a failure after the weights loaded)
                 best = dict(best, kind="import_error", message=self.import_evidence[:MESSAGE_MAX])
+                if best.get("inferred"):
+                    best["evidence"] = "the log's model-module import failure"
             failure = best
         if failure is not None:
             outcome = "failed"

@@ -361,3 +361,22 @@ def test_a_cut_scheduler_traceback_after_the_weights_loaded_and_before_any_pool_
                          ("managers/scheduler.py", "init_tp_model_worker"), before=before))
     assert r["failure"]["kind"] == "kv_pool_oom" and r["failure"]["inferred"] is True
     assert r["failure"]["evidence"] == "phase: weights loaded, no KV pool line"
+
+
+IMPORT_WARNING = ("[2026-11-20 09:16:41] Ignore import error when loading sglang.srt.models.qwen3_5: "
+                  "No module named 'flash_attn_interface'\n")
+
+
+def test_a_cut_traceback_after_a_model_module_import_failure_is_import_error():
+    r = SL.parse_log(IMPORT_WARNING + cut(("managers/scheduler.py", "run_scheduler_process"),
+                                          ("model_loader/loader.py", "load_model")))
+    assert r["failure"]["kind"] == "import_error" and r["failure"]["inferred"] is True
+    assert "flash_attn_interface" in r["failure"]["message"]
+
+
+def test_a_benign_import_warning_never_overrides_a_failure_after_the_weights_loaded():
+    loaded = ("[2026-11-20 09:17:00 TP0] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=20.71 "
+              "GB, mem usage=25.91 GB.\n")
+    r = SL.parse_log(IMPORT_WARNING + loaded + cut(("managers/scheduler.py", "run_scheduler_process"),
+                                                    ("model_loader/loader.py", "load_weights")))
+    assert r["failure"]["kind"] == "other"
