@@ -380,3 +380,26 @@ def test_a_benign_import_warning_never_overrides_a_failure_after_the_weights_loa
     r = SL.parse_log(IMPORT_WARNING + loaded + cut(("managers/scheduler.py", "run_scheduler_process"),
                                                     ("model_loader/loader.py", "load_weights")))
     assert r["failure"]["kind"] == "other"
+
+
+@pytest.mark.parametrize("fixture", ["kv_pool_oom_tp2_nextn_seed.log", "ready_tp1_dense.log", "weight_load_oom.log"])
+def test_real_logs_cut_anywhere_garbled_or_interleaved_never_raise(fixture):
+    """Truncation at random points, byte garbage, NUL bytes, latin-1 mixed into UTF-8, two logs interleaved."""
+    rnd = random.Random(hash(fixture) & 0xffff)
+    text = fixture_text("sglang_logs", fixture)
+    other = fixture_text("sglang_logs", "ready_tp1_dense.log").splitlines()
+    for _round in range(60):
+        cut_at = rnd.randint(0, len(text))
+        variant = text[:cut_at]
+        if _round % 3 == 0:
+            variant += "".join(chr(rnd.randint(0, 0x2FF)) for _c in range(rnd.randint(1, 200)))
+        if _round % 4 == 0:
+            variant = variant.replace("\n", "\x00\n", rnd.randint(0, 5))
+        if _round % 5 == 0:
+            mine = variant.splitlines()
+            variant = "\n".join(x for pair in zip(mine, other) for x in pair)
+        r = SL.parse_log(variant)
+        assert r["outcome"] in ("ready", "failed", "starting")
+        assert (r["failure"] is None) or r["failure"]["kind"] in SL.KINDS
+    mixed = text.encode("utf-8") + "café ÿ".encode("latin-1") + b"\xff\xfe\x00garbage\n"
+    assert SL.parse_log(mixed.decode("utf-8", "replace"))["outcome"] in ("ready", "failed", "starting")
