@@ -201,6 +201,9 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import (
     MARKER, build_id, decide, parse_lock, prune)
 
 
+MIN_PYTHON = (3, 10)   # sglang 0.5.9's Requires-Python
+
+
 class Builder(object):
     def __init__(self, module):
         self.module = module
@@ -314,6 +317,18 @@ def main():
     if os.path.lexists(path) and not os.path.islink(path):
         module.fail_json(msg="path=%s exists and is not a symlink managed by this module (a venv built by hand?); "
                              "move it away or choose another path" % path)
+    if os.path.isabs(p["python"]):
+        # an interpreter given by path is asked its version first: a Python 2 (or a 3 older than SGLang supports)
+        # is named as such instead of as uv's failure to query it
+        rc, out, err = module.run_command([p["python"], "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"])
+        if rc != 0 or not out.strip():
+            module.fail_json(msg="python=%s does not run (%s); point python at a Python 3.10+ interpreter (apt install "
+                                 "python3)" % (p["python"], (err or out).strip()[-300:] or "rc %d" % rc))
+        found = tuple(int(x) for x in out.strip().split(".")[:2] if x.isdigit())
+        if found < MIN_PYTHON:
+            module.fail_json(msg="python=%s is Python %s: SGLang needs Python %d.%d or newer; point python at a newer "
+                                 "interpreter (apt install python3) - nothing was built" % (
+                                     p["python"], out.strip(), MIN_PYTHON[0], MIN_PYTHON[1]))
     err = b.run([p["uv"], "python", "find", "--no-project", p["python"]], "finding Python %s" % p["python"])
     if err:
         module.fail_json(msg="python=%s: no such interpreter on the target (%s). Install it (apt install python3.X) "

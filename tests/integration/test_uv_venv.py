@@ -177,3 +177,13 @@ def test_a_finished_build_is_sealed_root_owned_and_read_only_and_an_old_unsealed
     assert again["changed"] is True and again["decision"] == "seal"
     assert os.lstat(os.path.join(build, "bin", "python")).st_uid == 0
     assert run_module(M, args(site, lf))["decision"] == "none"
+
+
+def test_a_python_2_interpreter_is_named_as_such_and_nothing_is_built(site, tmp_path):
+    """A stand-in for /usr/bin/python2: it answers the version probe the way python2.7 does (2.7.18)."""
+    py2 = tmp_path / "python2"
+    py2.write_text("#!/bin/sh\necho 2.7.18\n")
+    py2.chmod(0o755)
+    r = run_module(M, args(site, lock(site, "alpha==1.0"), python=str(py2)))
+    assert r["failed"] is True and "is Python 2.7.18: SGLang needs Python 3.10 or newer" in r["msg"]
+    assert not os.path.lexists(site["path"]) and not os.path.exists(site["path"] + ".builds")
