@@ -112,7 +112,8 @@ _OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUDA error: out of me
 _IMPORT_MARKERS = ("ImportError", "ModuleNotFoundError", "undefined symbol", "Could not load any common_ops",
                    "Can not import FA3", "is not installed. Please", "which is less than the minimum required version",
                    "cannot open shared object file", "GLIBC_", "libcudart.so", "Ignore import error when loading")
-_NCCL_MARKERS = ("gloo/transport/tcp", "ProcessGroupGloo", "Gloo connectFullMesh failed", "NCCL error", "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "DistBackendError",
+_NCCL_MARKERS = ("gloo/transport/tcp", "ProcessGroupGloo", "Gloo connectFullMesh failed", "NCCL error",
+                 "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "DistBackendError",
                  "DistNetworkError", "ProcessGroupNCCL", "ncclCommInitRank", "Watchdog caught collective",
                  "NCCL WARN", "torch.distributed.DistError", "init_process_group")
 # Hub access refusals huggingface_hub prints as bare lines (no exception class in front)
@@ -135,6 +136,8 @@ _DRAFT_FRAMES = ("maybe_init_draft_worker", "init_draft_worker", "EAGLEWorker", 
 # (entrypoints/engine.py logs the dataclass repr), a token or password field, credentials in a URL, a bearer
 # token.  Every line is redacted before anything reads it, so no fact, message, traceback or tail carries one.
 REDACTED = "<redacted>"
+
+
 # Cheap gate (plain substring tests: most lines never reach the rules): a secret-like name, a token field or query
 # parameter, a bearer, URL credentials. Counters SGLang prints ("#token: 45", "token usage", "max_total_num_tokens=")
 # are not secrets and stay readable.

@@ -101,11 +101,8 @@ def read_state(path):
 
 
 def write_state(path, state):
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(state, fh, sort_keys=True)
-    os.rename(tmp, path)
+    """The launch record (0600, atomic, never through a link)."""
+    write_private(path, json.dumps(state, sort_keys=True))
 
 
 def pid_alive(pid):

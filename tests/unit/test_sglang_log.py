@@ -377,8 +377,8 @@ def test_a_cut_traceback_after_a_model_module_import_failure_is_import_error():
 def test_a_benign_import_warning_never_overrides_a_failure_after_the_weights_loaded():
     loaded = ("[2026-11-20 09:17:00 TP0] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=20.71 "
               "GB, mem usage=25.91 GB.\n")
-    r = SL.parse_log(IMPORT_WARNING + loaded + cut(("managers/scheduler.py", "run_scheduler_process"),
-                                                    ("model_loader/loader.py", "load_weights")))
+    frames = (("managers/scheduler.py", "run_scheduler_process"), ("model_loader/loader.py", "load_weights"))
+    r = SL.parse_log(IMPORT_WARNING + loaded + cut(*frames))
     assert r["failure"]["kind"] == "other"
 
 
