@@ -787,27 +787,27 @@ def snapshot(hub, repo_id, revision, local_dir, allow_patterns=(), ignore_patter
              margin_bytes=0, check_mode=False, free_bytes=None, retries=5, retry_backoff=2.0):
     """Make local_dir a complete, verified copy of repo_id at revision (under an exclusive lock, see
     acquire_lock, unless check_mode). Returns a result dict."""
+    policy = {"count": int(retries), "backoff": float(retry_backoff)}
     lock = None if check_mode else acquire_lock(local_dir, "%s@%s" % (repo_id, revision))
     try:
         live = read_json(os.path.join(local_dir, MANIFEST))
         if not check_mode and live and live.get("complete") is True and live.get("repo_id") == repo_id \
                 and live.get("revision") != revision:
             sha = revision if is_commit(revision) else with_retries(
-                lambda: hub.commit(repo_id, revision), "commit of %s" % revision,
-                {"count": int(retries), "backoff": float(retry_backoff)})
+                lambda: hub.commit(repo_id, revision), "commit of %s" % revision, policy)
             if sha != live.get("revision"):
                 return _staged(hub, repo_id, sha, local_dir, live, allow_patterns, ignore_patterns, verify, workers,
-                               margin_bytes, free_bytes, retries, retry_backoff)
+                               margin_bytes, free_bytes, policy)
             revision = sha           # resolved once
         return _snapshot(hub, repo_id, revision, local_dir, allow_patterns, ignore_patterns, verify, workers,
-                         margin_bytes, check_mode, free_bytes, retries, retry_backoff)
+                         margin_bytes, check_mode, free_bytes, policy)
     finally:
         if lock is not None:
             os.close(lock)
 
 
 def _staged(hub, repo_id, sha, local_dir, live, allow_patterns, ignore_patterns, verify, workers, margin_bytes,
-            free_bytes, retries, retry_backoff):
+            free_bytes, policy):
     """A new revision of a model in service: built beside it in <local_dir>.staging-<sha>, files unchanged since
     the live revision hard-linked (verified files are never modified), the rest downloaded; only when it is
     complete and verified is it switched in (the live directory becomes <local_dir>.previous, one kept)."""
@@ -815,9 +815,8 @@ def _staged(hub, repo_id, sha, local_dir, live, allow_patterns, ignore_patterns,
     staging = "%s.staging-%s" % (local_dir, sha[:12])
     if not os.path.isdir(staging):
         os.makedirs(staging)
-    same = dict(((f["path"], f["size"], f.get("sha256") or f.get("oid")), f) for f in live.get("files", []))
-    for f in with_retries(lambda: hub.tree(repo_id, sha), "file list of %s" % repo_id,
-                          {"count": int(retries), "backoff": float(retry_backoff)}):
+    same = set((f["path"], f["size"], f.get("sha256") or f.get("oid")) for f in live.get("files", []))
+    for f in with_retries(lambda: hub.tree(repo_id, sha), "file list of %s" % repo_id, policy):
         check_relpath(local_dir, f["path"])
         check_relpath(staging, f["path"])
         src = os.path.join(local_dir, f["path"])
@@ -830,7 +829,7 @@ def _staged(hub, repo_id, sha, local_dir, live, allow_patterns, ignore_patterns,
             os.link(src, dst)
     # progress where the poller looks (the live directory), while the files land in the staging directory
     result = _snapshot(hub, repo_id, sha, staging, allow_patterns, ignore_patterns, verify, workers, margin_bytes,
-                       False, free_bytes, retries, retry_backoff, progress_path=os.path.join(local_dir, PROGRESS))
+                       False, free_bytes, policy, progress_path=os.path.join(local_dir, PROGRESS))
     previous = local_dir + ".previous"
     if os.path.lexists(previous):
         shutil.rmtree(previous)
@@ -841,10 +840,9 @@ def _staged(hub, repo_id, sha, local_dir, live, allow_patterns, ignore_patterns,
 
 
 def _snapshot(hub, repo_id, revision, local_dir, allow_patterns, ignore_patterns, verify, workers, margin_bytes,
-              check_mode, free_bytes, retries, retry_backoff, progress_path=None):
+              check_mode, free_bytes, policy, progress_path=None):
     """Make local_dir a complete, verified copy of repo_id at revision. Returns a result dict. Transient network
-    errors (a reset, a timeout, 429/5xx) are retried ``retries`` times with exponential backoff."""
-    policy = {"count": int(retries), "backoff": float(retry_backoff)}
+    errors (a reset, a timeout, 429/5xx) are retried as ``policy`` says (count, backoff)."""
     patterns = {"allow": list(allow_patterns), "ignore": list(ignore_patterns)}
     manifest_path = os.path.join(local_dir, MANIFEST)
     manifest = read_json(manifest_path)

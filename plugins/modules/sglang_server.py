@@ -330,8 +330,7 @@ def main():
         module.fail_json(msg="host=%s exposes the server beyond this machine without an API key: set api_key (role: "
                              "sglang_server_api_key) or, knowingly, allow_public_without_api_key (role: "
                              "sglang_server_public_without_api_key); nothing was launched" % p["host"], **result)
-    config_file = p["config_file"] or (os.path.join(os.path.dirname(p["env_file"] or "/etc/sglang/x"), name + ".yaml")
-                                       if systemd else os.path.join(state_dir, name + ".yaml"))
+    config_file = p["config_file"] or os.path.join(os.path.dirname(env_file) if systemd else state_dir, name + ".yaml")
     try:
         argv = server_argv(p["python"], p["model_path"], args, config_file=config_file if p["api_key"] else None)
         secret_config = config_text({"api_key": p["api_key"]}) if p["api_key"] else None
