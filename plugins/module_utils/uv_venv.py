@@ -16,6 +16,7 @@ __metaclass__ = type
 import hashlib
 import json
 import re
+import subprocess
 
 MARKER = ".gpuserve-build.json"
 
@@ -133,3 +134,75 @@ def max_build_jobs(cpus, mem_total_mib, mib_per_job=6144):
     flash-attn takes several GiB; too many jobs get the build OOM-killed)."""
     by_mem = int(mem_total_mib) // int(mib_per_job)
     return max(1, min(int(cpus), by_mem))
+
+
+# ninja's "[12/73] Building CUDA object ..." (flash-attn's setup.py builds with ninja); uv -v prints a build
+# backend's output as it comes, each line after "DEBUG "
+_NINJA_STEP = re.compile(r"\[(\d+)/(\d+)\]\s*(.*)$")
+_UV_BUILDING = re.compile(r"(?:DEBUG )?Building:?\s+(\S+)")
+
+
+class BuildProgress(object):
+    """What an install step has reached, from its output lines (uv -v). Pure: feed lines, read message()."""
+
+    def __init__(self, steps):
+        self.steps = max(int(steps), 1)
+        self.step = 0
+        self.what = ""
+        self.package = None
+        self.compiled = None
+        self.compile_total = None
+        self.last = ""
+
+    def start(self, what):
+        self.step += 1
+        self.what = what
+        self.package = None
+        self.compiled = self.compile_total = None
+
+    def feed(self, line):
+        """Take one output line; True when it changes what message() says."""
+        text = line.rstrip("\r\n")
+        if text.startswith("DEBUG "):
+            text = text[6:]
+        m = _NINJA_STEP.search(text)
+        if m and 0 < int(m.group(1)) <= int(m.group(2)):
+            changed = (int(m.group(1)), int(m.group(2))) != (self.compiled, self.compile_total)
+            self.compiled, self.compile_total = int(m.group(1)), int(m.group(2))
+            self.last = m.group(3)[:120]
+            return changed
+        m = _UV_BUILDING.match(text)
+        if m and not text.startswith("Building wheel"):
+            name = m.group(1).split("@", 1)[0].strip()
+            if name and name != self.package:
+                self.package = name
+                return True
+        return False
+
+    def message(self, elapsed):
+        msg = "step %d of %d (%s) after %d s" % (self.step, self.steps, self.what, int(elapsed))
+        if self.compile_total:
+            msg += ": compiling %d of %d (%d %%)" % (
+                self.compiled, self.compile_total, 100 * self.compiled // self.compile_total)
+            if self.package:
+                msg += " in the build of %s" % self.package
+        elif self.package:
+            msg += ": building %s from source" % self.package
+        return msg
+
+    def doc(self, elapsed):
+        return {"state": "building", "message": self.message(elapsed), "step": self.step, "steps": self.steps,
+                "compiled": self.compiled, "compile_total": self.compile_total, "package": self.package,
+                "elapsed_s": round(elapsed, 1)}
+
+
+def run_streaming(argv, env, on_line, cwd="/"):
+    """Run argv (stdout and stderr merged), calling on_line(text) for each line as it comes; returns the exit code.
+    For a long build whose output is progress (the caller keeps what it needs for an error message)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd, close_fds=True)
+    try:
+        for raw in iter(proc.stdout.readline, b""):
+            on_line(raw.decode("utf-8", "replace"))
+    finally:
+        proc.stdout.close()
+    return proc.wait()

@@ -118,6 +118,20 @@ options:
     description: Previous complete builds kept for a quick switch back.
     type: int
     default: 1
+  no_binary:
+    description:
+      - Packages always built from their source distribution, never taken from a wheel (C(flash-attn) built from
+        source, even when a wheelhouse in O(find_links) holds a wheel of it).
+    type: list
+    elements: str
+    default: []
+  progress_file:
+    description:
+      - While a build runs, write what it has reached here (JSON, rewritten atomically) for a poller such as
+        M(gpuserve.sglang.job_progress) to print - run the module with C(async). The step, and for a source build
+        the compiler steps done of all (ninja's C([12/73]), read from uv's verbose output) and the package being
+        built. Removed when the build ends.
+    type: path
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 attributes:
@@ -188,6 +202,7 @@ removed:
   elements: str
 """
 
+import collections
 import hashlib
 import json
 import os
@@ -198,7 +213,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import (
-    MARKER, build_id, decide, parse_lock, prune)
+    MARKER, BuildProgress, build_id, decide, parse_lock, prune, run_streaming)
 
 
 MIN_PYTHON = (3, 10)   # sglang 0.5.9's Requires-Python
@@ -213,6 +228,7 @@ class Builder(object):
         self.env["UV_PYTHON_DOWNLOADS"] = "automatic" if self.p["python_downloads"] else "never"
         self.env["UV_NO_PROGRESS"] = "1"
         self.user = None
+        self.elapsed = 0.0
         if self.p["owner"]:
             try:
                 self.user = pwd.getpwnam(self.p["owner"])
@@ -221,14 +237,61 @@ class Builder(object):
             self.env["HOME"] = self.user.pw_dir
             self.env["USER"] = self.user.pw_name
 
-    def run(self, argv, what):
+    def run(self, argv, what, progress=None):
         if self.user is not None and os.geteuid() == 0 and self.user.pw_uid != 0:
-            argv = ["runuser", "-u", self.user.pw_name, "--"] + argv
+            # by its path: the build's PATH (public_environment, e.g. CUDA's bin first) need not hold /usr/sbin
+            argv = [self.module.get_bin_path("runuser", required=True), "-u", self.user.pw_name, "--"] + argv
+        if progress is not None:
+            return self.run_reporting(argv, what, progress)
         rc, out, err = self.module.run_command(argv, environ_update=self.env, cwd="/")
         if rc != 0:
             return "%s failed (rc=%d): %s" % (what, rc, (err or out).strip()[-3000:])
         self.last_out = out
         return None
+
+    def run_reporting(self, argv, what, progress):
+        """Run one install step verbosely (uv -v streams a build backend's output), feeding each line to
+        ``progress`` and writing its message to the progress file when it changes (at least every 10 s)."""
+        env = dict(os.environ)
+        env.update(self.env)
+        env.update(LANG="C.UTF-8", LC_ALL="C.UTF-8")
+        t0 = time.time()
+        progress.start(what)
+        self.write_progress(progress.doc(self.elapsed))
+        state = {"written": time.time()}
+        tail = collections.deque(maxlen=400)
+
+        def on_line(line):
+            tail.append(line)
+            now = time.time()
+            if progress.feed(line) or now - state["written"] >= 10.0:
+                self.write_progress(progress.doc(now - t0 + self.elapsed))
+                state["written"] = now
+        rc = run_streaming(argv, env, on_line)
+        self.elapsed += time.time() - t0
+        self.last_out = "".join(tail)
+        if rc != 0:
+            said = "".join(line for line in tail if not line.startswith("DEBUG ")) or self.last_out
+            return "%s failed (rc=%d): %s" % (what, rc, said.strip()[-3000:])
+        return None
+
+    def write_progress(self, doc):
+        path = self.p["progress_file"]
+        tmp = "%s.tmp-%d" % (path, os.getpid())
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(doc))
+            os.rename(tmp, path)
+        except (IOError, OSError):
+            pass            # progress is for the eyes only: a build never fails on it
+
+    def clear_progress(self):
+        if self.p["progress_file"]:
+            try:
+                os.unlink(self.p["progress_file"])
+            except OSError:
+                pass
 
     def source_args(self):
         args = []
@@ -295,6 +358,8 @@ def main():
             public_environment=dict(type="dict", default={}),
             owner=dict(type="str"),
             keep=dict(type="int", default=1),
+            no_binary=dict(type="list", elements="str", default=[]),
+            progress_file=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -344,6 +409,8 @@ def main():
     lock_sha = hashlib.sha256(lock_bytes).hexdigest()
     sources = dict(index_url=p["index_url"] or "", extra_index_urls=p["extra_index_urls"], find_links=p["find_links"],
                    no_index=p["no_index"])
+    if p["no_binary"]:
+        sources["no_binary"] = sorted(p["no_binary"])      # a source build is another venv than a wheel's
     wanted = build_id(lock_sha, py_version, p["packages"], p["packages_no_deps"], p["extra"], sources)
     build_dir = os.path.join(store, wanted)
     active_target = os.path.realpath(path) if os.path.islink(path) else ""
@@ -373,7 +440,10 @@ def main():
         os.mkdir(build_dir, 0o755)
         if b.user is not None:
             os.chown(build_dir, b.user.pw_uid, b.user.pw_gid)
-        failure = build(b, p, interpreter, build_dir)
+        try:
+            failure = build(b, p, interpreter, build_dir)
+        finally:
+            b.clear_progress()
         if failure:
             shutil.rmtree(build_dir, ignore_errors=True)
             result.update(changed=False, build=active_id, build_path=active_target)
@@ -417,6 +487,8 @@ def build(b, p, interpreter, build_dir):
     nbi = []
     for name in p["no_build_isolation"]:
         nbi += ["--no-build-isolation-package", name]
+    for name in p["no_binary"]:
+        nbi += ["--no-binary", name]
     lock = ["-c", p["lock"]]
     if p["packages"] or p["packages_no_deps"]:
         steps = []
@@ -427,9 +499,11 @@ def build(b, p, interpreter, build_dir):
                                 (p["packages"], [], "uv pip install"), (p["extra"], ["--no-deps"], "uv pip install")):
         if names:
             steps.append((["install"], flags + lock + names, "%s %s" % (label, " ".join(names))))
+    progress = BuildProgress(len(steps)) if p["progress_file"] else None
+    verbose = ["-v"] if progress is not None else []
     for verb, tail, what in steps:
         # bytecode compiled at build time: the sealed venv is read-only to the service, which cannot write it later
-        err = b.run([uv, "pip"] + verb + py + src + nbi + ["--compile-bytecode"] + tail, what)
+        err = b.run([uv, "pip"] + verb + verbose + py + src + nbi + ["--compile-bytecode"] + tail, what, progress)
         if err:
             return err
     return None

@@ -1,11 +1,16 @@
 """uv_venv through Ansible with the real uv, real venvs and a local wheelhouse (no network): build, no-op,
 switch, prune, repair after an interruption, and refusals that leave the venv in service untouched."""
+import io
 import json
 import os
 import pathlib
+import re
 import stat
 import subprocess
 import sys
+import tarfile
+import threading
+import time
 
 import pytest
 
@@ -187,3 +192,58 @@ def test_a_python_2_interpreter_is_named_as_such_and_nothing_is_built(site, tmp_
     r = run_module(M, args(site, lock(site, "alpha==1.0"), python=str(py2)))
     assert r["failed"] is True and "is Python 2.7.18: SGLang needs Python 3.10 or newer" in r["msg"]
     assert not os.path.lexists(site["path"]) and not os.path.exists(site["path"] + ".builds")
+
+
+def test_a_source_build_reports_its_compile_steps_while_it_runs_and_no_binary_forces_the_source(site):
+    """flash-attn from source takes hours: the module, run async by the role, writes the step and ninja's
+    [k/N] counts (read from uv -v, which streams the build backend's output) to a progress file as they come."""
+    from make_wheel import make_sdist
+    make_sdist(site["wh"], "slowext", "1.0", steps=8, delay=0.3)
+    make_wheel(site["wh"], "slowext", "1.0")          # a wheel beside it: no_binary must still build the source
+    progress = str(site["tmp"] / "venv.progress.json")
+    a = args(site, lock(site, "alpha==1.0"), extra=["slowext==1.0"], no_binary=["slowext"], progress_file=progress,
+             public_environment={"UV_CACHE_DIR": str(site["tmp"] / "uv-cache")})   # no earlier build of it cached
+    seen, box = [], {}
+    worker = threading.Thread(target=lambda: box.update(r=run_module(M, a)))
+    worker.start()
+    while worker.is_alive():
+        try:
+            with open(progress) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            doc = None
+        if doc and (not seen or doc != seen[-1]):
+            seen.append(doc)
+        time.sleep(0.05)
+    worker.join()
+    r = box["r"]
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["decision"] == "build"
+    counts = sorted(set(d["compiled"] for d in seen if d.get("compile_total") == 8))
+    assert len(counts) >= 4 and counts[-1] <= 8, seen          # k of 8 seen as the build went on
+    ticks = [d for d in seen if d.get("compiled")]
+    assert re.match(r"^step 2 of 2 \(uv pip install slowext==1\.0\) after \d+ s: compiling \d of 8 \(\d+ %\) "
+                    r"in the build of slowext==1\.0$", ticks[-1]["message"]), ticks[-1]
+    assert seen[0]["step"] == 1 and seen[0]["steps"] == 2           # the lock's sync first, then the extra
+    assert not os.path.exists(progress)                               # gone when the build ends
+    assert venv_python_says(site, "import slowext; print(slowext.__version__)") == "1.0+source"
+
+
+def test_a_failing_source_build_names_the_failure_not_uv_debug_noise(site):
+    from make_wheel import make_sdist
+    path = make_sdist(site["wh"], "brokenext", "1.0", steps=2, delay=0.0)
+    with tarfile.open(path) as t:                    # the same sdist, its backend raising as a failed nvcc would
+        members = [(m, t.extractfile(m).read()) for m in t.getmembers()]
+    with tarfile.open(path, "w:gz") as t:
+        for m, data in members:
+            if m.name.endswith("slow_backend.py"):
+                data += b"\n\ndef build_wheel(*a, **k):\n    raise SystemExit('nvcc fatal   : Unsupported gpu architecture compute_120')\n"
+                m.size = len(data)
+            t.addfile(m, io.BytesIO(data))
+    progress = str(site["tmp"] / "venv.progress.json")
+    r = run_module(M, args(site, lock(site, "alpha==1.0"), extra=["brokenext==1.0"], no_binary=["brokenext"],
+                           progress_file=progress, public_environment={"UV_CACHE_DIR": str(site["tmp"] / "uv-cache")}))
+    assert r["failed"] is True
+    assert "uv pip install brokenext==1.0 failed" in r["msg"] and "Unsupported gpu architecture" in r["msg"]
+    assert "DEBUG " not in r["msg"] and "the venv in service (none) is untouched" in r["msg"]
+    assert not os.path.exists(progress) and not os.path.lexists(site["path"])

@@ -100,3 +100,38 @@ def test_a_name_that_is_no_flash_attn_wheel_is_refused_with_the_expected_shape()
 ])
 def test_max_build_jobs(cpus, mem_mib, want):
     assert uv.max_build_jobs(cpus, mem_mib) == want
+
+
+def test_build_progress_reads_ninja_steps_from_uv_verbose_output_and_names_the_package():
+    p = uv.BuildProgress(3)
+    p.start("uv pip sync")
+    assert p.message(0) == "step 1 of 3 (uv pip sync) after 0 s"
+    p.start("uv pip install flash-attn==2.8.3")
+    assert p.feed("DEBUG Building: flash-attn==2.8.3\n") is True
+    assert p.message(12) == "step 2 of 3 (uv pip install flash-attn==2.8.3) after 12 s: building flash-attn==2.8.3 from source"
+    assert p.feed("DEBUG [1/73] Building CUDA object csrc/flash_attn/src/flash_fwd_hdim32_bf16_sm80.cu.o\n") is True
+    assert p.feed("DEBUG [1/73] Building CUDA object csrc/flash_attn/src/flash_fwd_hdim32_bf16_sm80.cu.o\n") is False
+    assert p.feed("[41/73] Building CUDA object csrc/flash_attn/src/flash_bwd_hdim128_fp16_sm80.cu.o\r\n") is True
+    assert p.message(1843) == ("step 2 of 3 (uv pip install flash-attn==2.8.3) after 1843 s: compiling 41 of 73 (56 %) "
+                               "in the build of flash-attn==2.8.3")
+    doc = p.doc(1843.26)
+    assert (doc["step"], doc["steps"], doc["compiled"], doc["compile_total"], doc["elapsed_s"]) == (2, 3, 41, 73, 1843.3)
+    p.start("uv pip install x")                      # a new step starts from nothing
+    assert p.compiled is None and p.package is None
+
+
+def test_build_progress_ignores_lines_that_only_look_like_steps():
+    p = uv.BuildProgress(1)
+    p.start("s")
+    for line in ("DEBUG Resolved [0/0] nothing", "DEBUG [9/3] odd", "Building wheel for x", "   Building x==1",
+                 "DEBUG Searching for a compatible version of x (<1.0 | >1.0)"):
+        p.feed(line)
+    assert p.compiled is None and p.package is None
+
+
+def test_run_streaming_hands_over_each_line_as_it_comes_and_returns_the_exit_code():
+    import sys
+    seen = []
+    rc = uv.run_streaming([sys.executable, "-c", "import sys; print('a'); print('b', file=sys.stderr); sys.exit(3)"],
+                          None, seen.append)
+    assert rc == 3 and [s.strip() for s in seen] == ["a", "b"]
