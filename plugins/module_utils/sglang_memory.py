@@ -17,7 +17,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import math
 import os
 import struct
 
@@ -43,7 +42,16 @@ KNOWN_ARCHITECTURES = frozenset((
     "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
     "Gemma3ForConditionalGeneration", "GptOssForCausalLM", "Phi3ForCausalLM", "GraniteForCausalLM",
     "Glm4ForCausalLM", "Glm4MoeForCausalLM", "KimiK2ForCausalLM", "MiniCPMForCausalLM",
+    "Llama4ForConditionalGeneration",
 ))
+# configs/model_config.py is_hybrid_swa_model (0.5.9): only these get a hybrid sliding-window KV pool; every other
+# model with sliding-window layers (Gemma 2/3, ...) gets one full pool over all its layers
+HYBRID_SWA_ARCHS = ("Llama4ForConditionalGeneration", "GptOssForCausalLM")
+# server_args.py _handle_model_specific_adjustments: the hybrid linear-attention models whose radix cache is turned
+# off when speculative decoding is on (_handle_mamba_radix_cache, mamba_scheduler_strategy no_buffer)
+MAMBA_RADIX_ARCHS = ("Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration")
+# utils/hf_transformers_utils.py CONTEXT_LENGTH_KEYS, in SGLang's order
+CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
 
 _HYBRID_GDN_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
 _DTYPE_BYTES = {
@@ -141,11 +149,20 @@ class Model(object):
         self.intermediate = int(tc.get("intermediate_size") or 4 * self.hidden)
         self.tied = bool(tc.get("tie_word_embeddings", config.get("tie_word_embeddings", False)))
         self.torch_dtype = str(tc.get("torch_dtype") or tc.get("dtype") or config.get("torch_dtype") or "bfloat16")
+        # get_context_length: the first of CONTEXT_LENGTH_KEYS, times a rope scaling factor unless the scaling
+        # names its original length or is llama3's; 2048 when none is set
+        rope = tc.get("rope_scaling") if isinstance(tc.get("rope_scaling"), dict) else None
+        factor = 1
+        if rope:
+            factor = rope.get("factor", 1)
+            if "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3":
+                factor = 1
         self.max_pos = None
-        for key in ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings"):
-            if tc.get(key):
-                self.max_pos = int(tc[key])
+        for key in CONTEXT_LENGTH_KEYS:
+            if tc.get(key) is not None:
+                self.max_pos = int(factor * tc[key])
                 break
+        self.context_len = self.max_pos if self.max_pos is not None else 2048
         self.quant = config.get("quantization_config") or tc.get("quantization_config") or {}
         # MLA
         self.kv_lora_rank = tc.get("kv_lora_rank")
@@ -178,9 +195,13 @@ class Model(object):
             self.lin_v_dim = int(_req(tc, "linear_value_head_dim"))
             self.conv_kernel = int(_req(tc, "linear_conv_kernel_dim"))
             self.config_ssm_dtype = tc.get("mamba_ssm_dtype")
-        elif isinstance(layer_types, list) and "sliding_attention" in layer_types and self.swa_window:
+        elif self.arch == "Llama4ForConditionalGeneration":
+            # get_hybrid_layer_ids: every 4th layer full attention, the others chunked (sliding) attention
+            self.full_layers = sum(1 for i in range(self.layers) if (i + 1) % 4 == 0)
+            self.swa_layers = self.layers - self.full_layers
+        elif self.arch in HYBRID_SWA_ARCHS and isinstance(layer_types, list):
             self.swa_layers = sum(1 for t in layer_types if t == "sliding_attention")
-            self.full_layers = self.layers - self.swa_layers
+            self.full_layers = sum(1 for t in layer_types if t == "full_attention")
         self.mtp_layers = int(tc.get("mtp_num_hidden_layers") or tc.get("num_nextn_predict_layers") or 0)
         vc = config.get("vision_config") if isinstance(config.get("vision_config"), dict) else None
         self.vision = vc
@@ -318,7 +339,11 @@ def auto_mem_fraction_static(gpu_mem_mib, tp, pp, chunked, graph_bs, spec_algo, 
 
 
 def spec_params(model, args):
-    """(algorithm or None, steps, topk, draft_tokens) as auto_choose_speculative_params sets them."""
+    """(algorithm or None, steps, topk, draft_tokens) as ServerArgs._handle_speculative_decoding of 0.5.9 leaves them:
+    NEXTN is EAGLE; EAGLE, EAGLE3 and STANDALONE without speculative_num_steps take auto_choose_speculative_params
+    (STANDALONE 3/1/4, LlamaForCausalLM and Grok 5/4/8, every other model 3/1/4) and topk 1 forces steps + 1 draft
+    tokens; NGRAM's topk is speculative_ngram_max_bfs_breadth (10) and its draft tokens default to
+    speculative_ngram_max_match_window_size (12), its steps stay as given."""
     algo = args.get("speculative_algorithm")
     if algo is None:
         return None, 0, 0, 0
@@ -326,20 +351,81 @@ def spec_params(model, args):
     if algo not in SPEC_ALGOS:
         raise PlanError("args.speculative_algorithm: %r is not a 0.5.9 choice (%s; there is no MTP value, "
                         "use NEXTN)" % (args.get("speculative_algorithm"), ", ".join(SPEC_ALGOS)))
+    if algo == "NEXTN":
+        algo = "EAGLE"
     steps = args.get("speculative_num_steps")
     topk = args.get("speculative_eagle_topk")
     draft = args.get("speculative_num_draft_tokens")
-    if steps is None and topk is None and draft is None:
-        if model.arch.startswith(("Llama", "Grok")):
+    if algo == "NGRAM":
+        topk = int(_arg(args, "speculative_ngram_max_bfs_breadth", 10))
+        draft = int(draft if draft is not None else _arg(args, "speculative_ngram_max_match_window_size", 12))
+        return algo, (int(steps) if steps is not None else None), topk, draft
+    if steps is None:
+        if topk is not None or draft is not None:
+            raise PlanError("args.speculative_eagle_topk / speculative_num_draft_tokens are set without "
+                            "speculative_num_steps: SGLang 0.5.9 fails an assertion; set all three, or none for its "
+                            "defaults")
+        if algo == "STANDALONE":
+            steps, topk, draft = 3, 1, 4
+        elif model.arch in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"):
             steps, topk, draft = 5, 4, 8
         else:
             steps, topk, draft = 3, 1, 4
-    steps = int(steps if steps is not None else 3)
-    topk = int(topk if topk is not None else 1)
-    draft = int(draft if draft is not None else steps + 1)
-    if topk == 1:
-        draft = steps + 1
+    if topk is None:
+        raise PlanError("args.speculative_num_steps is set without speculative_eagle_topk: SGLang 0.5.9 fails "
+                        "comparing it; set speculative_eagle_topk (1 for MTP/NEXTN)")
+    steps, topk = int(steps), int(topk)
+    draft = steps + 1 if topk == 1 or draft is None else int(draft)
     return algo, steps, topk, draft
+
+
+def attention_backend(model, args):
+    """The attention backend SGLang 0.5.9 picks when args.attention_backend is unset, on the GPUs this planner
+    models (CUDA before Hopper: sm80/86/89): triton for MLA models and GPT-OSS, flashinfer for the others
+    (_handle_attention_backend_compatibility, _handle_model_specific_adjustments). Hopper's fa3 and Blackwell's
+    trtllm defaults are not modelled: give attention_backend for those."""
+    if args.get("attention_backend"):
+        return str(args["attention_backend"])
+    if model.mla or model.arch in ("GptOssForCausalLM", "Llama4ForConditionalGeneration"):
+        return "triton"
+    return "flashinfer"
+
+
+# _handle_model_specific_adjustments (0.5.9): the attention backends these models accept (an assertion otherwise)
+_BACKENDS_ALLOWED = {"GptOssForCausalLM": ("triton", "trtllm_mha", "fa3", "fa4", "ascend"),
+                     "Llama4ForConditionalGeneration": ("fa3", "aiter", "triton", "trtllm_mha", "intel_xpu")}
+
+
+def _refusals(model, args, algo, topk, page, dp_attention):
+    """The argument combinations ServerArgs of 0.5.9 refuses with a ValueError, named with the fix."""
+    allowed = _BACKENDS_ALLOWED.get(model.arch)
+    if allowed and attention_backend(model, args) not in allowed:
+        raise PlanError("args.attention_backend=%s: SGLang 0.5.9 requires one of %s for %s; pick one of those"
+                        % (attention_backend(model, args), ", ".join(allowed), model.arch))
+    if algo in ("EAGLE", "EAGLE3", "STANDALONE") and topk > 1 and page > 1 and \
+            attention_backend(model, args) not in ("flashinfer", "fa3"):
+        raise PlanError("args.speculative_eagle_topk=%d > 1 with page_size=%d: SGLang 0.5.9 refuses it with the %s "
+                        "attention backend (only flashinfer/fa3); use page_size 1 or speculative_eagle_topk 1"
+                        % (topk, page, attention_backend(model, args)))
+    if algo == "NGRAM":
+        if topk > 1 and page > 1 and attention_backend(model, args) != "flashinfer":
+            raise PlanError("args.speculative_algorithm=NGRAM (eagle_topk %d) with page_size=%d: SGLang 0.5.9 refuses "
+                            "it with the %s attention backend; use page_size 1"
+                            % (topk, page, attention_backend(model, args)))
+        if dp_attention:
+            raise PlanError("args.speculative_algorithm=NGRAM with enable_dp_attention: SGLang 0.5.9 does not "
+                            "support it; turn one of them off")
+    if algo == "STANDALONE" and dp_attention:
+        raise PlanError("args.speculative_algorithm=STANDALONE with enable_dp_attention: SGLang 0.5.9 does not "
+                        "support it; turn one of them off")
+    ratio = args.get("swa_full_tokens_ratio")
+    if ratio is not None and not (0 < float(ratio) <= 1.0):
+        raise PlanError("args.swa_full_tokens_ratio=%s must lie in (0, 1]" % ratio)
+    ctx = args.get("context_length")
+    if ctx is not None and int(ctx) > model.context_len:
+        raise PlanError("args.context_length=%d is longer than the model's %d (from config.json): SGLang 0.5.9 "
+                        "refuses it unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 is set; lower it"
+                        % (int(ctx), model.context_len))
 
 
 def kv_dtype_bytes(model, args):
@@ -484,6 +570,12 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
     chunk_d, bs_d = bucket_defaults(gpu_mem, tp)
     chunked = _arg(args, "chunked_prefill_size", chunk_d)
     graph_bs = _arg(args, "cuda_graph_max_bs", bs_d)
+    if args.get("cuda_graph_bs"):
+        graph_bs = max(int(b) for b in args["cuda_graph_bs"])       # an explicit capture list sets the max
+    dp_size = int(_arg(args, "dp_size", 1))
+    dp_attention = bool(args.get("enable_dp_attention")) and dp_size > 1    # dp_size 1 turns it off
+    page = int(_arg(args, "page_size", 1))
+    _refusals(model, args, algo, topk, page, dp_attention)
     notes = []
     if args.get("mem_fraction_static") is None:
         mfs, reserved = auto_mem_fraction_static(gpu_mem, tp, pp, chunked, graph_bs, algo,
@@ -495,7 +587,8 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
     else:
         mfs, reserved = float(args["mem_fraction_static"]), None
         mfs_source = "args"
-    page = int(_arg(args, "page_size", 1))
+    if dp_attention:
+        chunked = chunked // dp_size            # _handle_data_parallelism, after the fraction was set
 
     # M0: free GiB after torch.distributed init, minimum over ranks
     if measured.get("avail_mem_before_load_gb") is not None:
@@ -546,63 +639,80 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
     else:
         m1 = m0 - w
 
-    # rest_GiB = M1 - M0 (1 - mfs)
+    # ModelRunnerKVCacheMixin.profile_max_num_token / handle_max_mamba_cache / init_memory_pool of 0.5.9, in order
     rest = m1 - m0 * (1.0 - mfs)
     static = rest
-    cell = cell_size(model, args, tp)
-    per_req = mamba_per_request(model, args, tp)
-    context_len = int(_arg(args, "context_length", model.max_pos or 4096))
+    attn_tp = tp // dp_size if dp_attention else tp        # get_attention_tp_size(): KV heads and states per rank
+    cell = cell_size(model, args, attn_tp)
+    per_req = mamba_per_request(model, args, attn_tp)
+    context_len = int(_arg(args, "context_length", model.context_len))
     radix_off = bool(args.get("disable_radix_cache"))
+    extra_buffer = str(args.get("mamba_scheduler_strategy") or "") == "extra_buffer"
     max_running = args.get("max_running_requests")
     if algo is not None:
         if max_running is None:
-            max_running = 48
-        if model.hybrid_gdn:
-            radix_off = True
+            max_running = 48                    # _handle_speculative_decoding, every algorithm
+        if model.arch in MAMBA_RADIX_ARCHS and not extra_buffer:
+            radix_off = True                    # _handle_mamba_radix_cache: no radix cache with speculative decoding
+    dp_div = dp_size if dp_attention else 1
     spec_reserve = 0.0
     mamba_gb = 0.0
     slots = None
     if model.hybrid_gdn:
         if algo is not None:
-            spec_reserve = per_req * int(max_running) * draft_tokens / GIB
+            spec_reserve = per_req * (int(max_running) // dp_div) * draft_tokens / GIB
             rest -= spec_reserve
         if args.get("max_mamba_cache_size") is not None:
-            slots = int(args["max_mamba_cache_size"])
+            slots = int(args["max_mamba_cache_size"]) // dp_div
             slots_source = "args.max_mamba_cache_size"
         elif radix_off and max_running is not None:
-            slots = int(max_running)
+            slots = int(max_running) // dp_div
             slots_source = "max_running_requests (radix cache off)"
         else:
             r = float(_arg(args, "mamba_full_memory_ratio", 0.9))
-            mgb = rest * r / (1 + r)
-            slots = int(math.floor(mgb * GIB / per_req)) if mgb > 0 else 0
+            slots = int((rest * r / (1 + r) * GIB) // per_req)
             slots_source = "mamba_full_memory_ratio=%s" % r
         mamba_gb = slots * per_req / GIB
         rest -= mamba_gb
     kv_gb = rest
-    tokens = int(math.floor(rest * GIB)) // int(cell) if rest > 0 else int(math.floor(rest * GIB / cell))
-    if model.swa_layers and tokens > 0:
-        kvh = max(1, model.kv_heads // tp)
-        per_layer = kvh * (model.head_dim + model.v_head_dim) * kv_dtype_bytes(model, args)
-        ratio = float(_arg(args, "swa_full_tokens_ratio", 0.8))
-        fl, sl = model.full_layers, model.swa_layers
-        tokens = int(tokens * (per_layer * fl + per_layer * sl) / (per_layer * fl + ratio * per_layer * sl))
-    if args.get("max_total_tokens") and tokens > 0:
-        tokens = min(tokens, int(args["max_total_tokens"]))
-    if tokens > 0:
-        tokens = tokens // page * page
+    tokens = int(rest * GIB) // int(cell)
 
-    # request slots
-    if max_running is not None:
-        max_reqs = int(max_running)
+    # request slots (the req_to_token pool), from the profiled count before any cap
+    if args.get("max_running_requests") is not None or algo is not None:
+        pool_reqs = int(max_running)
     else:
-        max_reqs = min(max(int(tokens / float(context_len) * 512), 2048), 4096) if tokens > 0 else 2048
-        if model.hybrid_gdn and slots is not None:
-            max_reqs = min(max_reqs, max(slots // (1 if radix_off else 3), 0))
+        pool_reqs = min(max(int(tokens / float(context_len) * 512), 2048), 4096)
+    if model.hybrid_gdn:
+        ratio = 1 if radix_off else 3 + ((1 if algo is not None else 2) if extra_buffer else 0)
+        pool_reqs = min(pool_reqs, slots // ratio)
+        if algo is not None and dp_attention:
+            pool_reqs = min(pool_reqs, int(max_running) // dp_size)
+    if args.get("max_total_tokens"):
+        tokens = min(tokens, int(args["max_total_tokens"]))
+    tokens = tokens // page * page
+    swa_tokens = None
+    if model.swa_layers:
+        # set_num_tokens_hybrid_swa: the pool is split so that SWA layers hold swa_full_tokens_ratio x the full ones
+        kvh = max(1, model.kv_heads // attn_tp)
+        per_token = kvh * (model.head_dim + model.v_head_dim) * kv_dtype_bytes(model, args)
+        fl, sl = model.full_layers, model.swa_layers
+        if fl == 0:
+            swa_tokens = tokens
+        else:
+            ratio_swa = float(_arg(args, "swa_full_tokens_ratio", 0.8))
+            total = tokens * (per_token * fl + per_token * sl)
+            full = int(total / (per_token * fl + ratio_swa * per_token * sl))
+            swa_tokens = int(full * ratio_swa) // page * page
+            tokens = full // page * page
+    if tokens > 0:
+        max_reqs = min(tokens // 2 if args.get("max_running_requests") is None and algo is None
+                       else int(max_running) // dp_div, pool_reqs)
+    else:
+        max_reqs = pool_reqs
 
     # headroom: (1 - mfs) M0 must hold req_to_token, graphs, activations, workspaces and the draft
     headroom = (1.0 - mfs) * m0
-    req_to_token = max_reqs * (context_len + 4 + draft_tokens) * 4 / GIB
+    req_to_token = max(pool_reqs, 0) * (context_len + 4 + draft_tokens) * 4 / GIB
     graphs = 0.0 if args.get("disable_cuda_graph") else 2 * graph_bs * MIB / GIB
     # activations of one prefill chunk: hidden states and the MLP intermediate of the chunk (bf16), an
     # estimate; SGLang's own auto-fraction heuristic reserves far more (1.5 MiB per chunk token).
@@ -665,6 +775,8 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
         "reserved_mib": reserved,
         "max_total_num_tokens": tokens,
         "max_running_requests": max_reqs,
+        "req_to_token_pool_size": pool_reqs,
+        "swa_max_total_num_tokens": swa_tokens,
         "context_length": context_len,
         "cell_size_bytes": int(cell),
         "mamba_bytes_per_request": int(per_req),

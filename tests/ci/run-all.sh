@@ -22,6 +22,7 @@ coll="$(tests/ci/collection-tree.sh)"
 step "ansible-lint (production profile)" ansible-lint --offline
 step "ansible-test sanity" bash -c "cd '$coll' && ansible-test sanity --python 3.11 --requirements"
 step "sglang_venv locks resolve unchanged against the real index" tests/ci/lock.sh check
+step "planner oracle (SGLang 0.5.9's own code, >= 2000 scenarios)" tests/oracle/oracle.sh
 step "pytest unit + integration" pytest -q -p no:cacheprovider tests/unit tests/integration
 step "plan.yml (the main job)" ansible-playbook playbooks/plan.yml
 step "lab: remove labelled leftovers, build images (cached by recipe hash)" \

@@ -152,7 +152,7 @@ def test_reference_worked_example_rest_20_gib_tp4_with_nextn():
     assert r["per_gpu"][0]["mamba_gb"] == pytest.approx(0.86, abs=0.01)
     assert r["per_gpu"][0]["kv_gb"] == pytest.approx(15.68, abs=0.01)
     assert r["max_mamba_cache_size"] == 48
-    assert r["speculative"] == {"algorithm": "NEXTN", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
+    assert r["speculative"] == {"algorithm": "EAGLE", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
 
 
 # --- the motivating case ---

@@ -1,0 +1,186 @@
+"""The planner against SGLang 0.5.9's own code on generated scenarios (make oracle). Last line printed:
+    oracle agreement N/M
+
+    python -S tests/oracle/run_oracle.py [--site DIR] [-n N] [--show K] [--only NAME]
+
+Agreement per scenario: SGLang refuses the args <=> plan() refuses them; otherwise the same outcome (SGLang's
+"Not enough memory" <=> kv_pool_oom), mem_fraction_static within 1e-6, chunked_prefill_size and cuda_graph_max_bs
+equal, the speculative parameters equal, max_total_num_tokens exact (or within one page), the request pool size
+and max_running_requests equal, and for hybrid models the mamba cache size equal.
+"""
+import argparse
+import importlib.util
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import fetch  # noqa: E402
+import scenarios  # noqa: E402
+import tables  # noqa: E402
+
+
+def load_planner():
+    path = os.path.join(ROOT, "plugins", "module_utils", "sglang_memory.py")
+    spec = importlib.util.spec_from_file_location("gpuserve_sglang_memory", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def ours(planner, cfg, args, gpu, m0, m1):
+    tp = int(args.get("tp_size", 1))
+    gpus = [{"index": i, "memory_total_mib": gpu} for i in range(tp)]
+    try:
+        return planner.plan(cfg, gpus, args, measured={"avail_mem_before_load_gb": m0, "avail_mem_after_load_gb": m1},
+                            _fixes=False)
+    except planner.PlanError as e:
+        return {"error": str(e)}
+
+
+COVERAGE = {   # what the scenarios exercise in SGLang's own code (printed, so a narrowed generator shows)
+    "refused": lambda sg, a: "error" in sg,
+    "out-of-memory": lambda sg, a: sg.get("outcome") == "kv_pool_oom",
+    "auto fraction": lambda sg, a: "error" not in sg and "mem_fraction_static" not in a,
+    "multimodal fraction": lambda sg, a: "error" not in sg and "mem_fraction_static" not in a
+    and abs(sg["mem_fraction_static"] * 1000 - round(sg["mem_fraction_static"] * 1000)) > 1e-6,
+    "speculative": lambda sg, a: bool(sg.get("speculative")),
+    "mamba": lambda sg, a: sg.get("max_mamba_cache_size") is not None,
+    "hybrid SWA": lambda sg, a: sg.get("swa_max_total_num_tokens") is not None,
+    "fp8 KV": lambda sg, a: "float8" in str(sg.get("kv_cache_dtype")),
+    "paged": lambda sg, a: (sg.get("page_size") or 1) > 1,
+    "DP attention": lambda sg, a: bool(a.get("enable_dp_attention")),
+}
+
+
+def compare(sg, pl):
+    """The list of differences (empty: agreement)."""
+    if "error" in sg or "error" in pl:
+        if ("error" in sg) != ("error" in pl):
+            return ["refusal: sglang %s / plan %s" % (sg.get("error", "accepts"), pl.get("error", "accepts"))]
+        return []
+    diffs = []
+    if abs(float(sg["mem_fraction_static"]) - float(pl["mem_fraction_static"])) > 1e-6:
+        diffs.append("mem_fraction_static %r / %r" % (sg["mem_fraction_static"], pl["mem_fraction_static"]))
+    for k in ("chunked_prefill_size", "cuda_graph_max_bs"):
+        if sg[k] != pl[k]:
+            diffs.append("%s %r / %r" % (k, sg[k], pl[k]))
+    ps = pl.get("speculative") or None
+    if ps:
+        ps = dict(ps, algorithm="EAGLE" if ps["algorithm"] == "NEXTN" else ps["algorithm"])
+    if (sg["speculative"] or None) != ps:
+        diffs.append("speculative %r / %r" % (sg["speculative"], ps))
+    sg_oom = sg["outcome"] == "kv_pool_oom"
+    if sg_oom != (pl["outcome"] == "kv_pool_oom"):
+        diffs.append("outcome %s / %s (tokens %s / %s)" % (sg["outcome"], pl["outcome"], sg["max_total_num_tokens"],
+                                                           pl["max_total_num_tokens"]))
+        return diffs
+    if sg_oom:
+        return diffs
+    page = int(sg.get("page_size") or 1)
+    if abs(sg["max_total_num_tokens"] - pl["max_total_num_tokens"]) > (page if page > 1 else 0):
+        diffs.append("max_total_num_tokens %d / %d" % (sg["max_total_num_tokens"], pl["max_total_num_tokens"]))
+    if sg["req_to_token_pool_size"] != pl["req_to_token_pool_size"]:
+        diffs.append("request pool %r / %r" % (sg["req_to_token_pool_size"], pl["req_to_token_pool_size"]))
+    if sg["max_running_requests"] != pl["max_running_requests"]:
+        diffs.append("max_running_requests %r / %r" % (sg["max_running_requests"], pl["max_running_requests"]))
+    if sg.get("max_mamba_cache_size") is not None and sg["max_mamba_cache_size"] != pl.get("max_mamba_cache_size"):
+        diffs.append("max_mamba_cache_size %r / %r" % (sg["max_mamba_cache_size"], pl.get("max_mamba_cache_size")))
+    return diffs
+
+
+def _without_spec_reserve(p):
+    orig = p.auto_mem_fraction_static
+
+    def auto(gpu_mem_mib, tp, pp, chunked, graph_bs, spec_algo, *rest, **kw):
+        return orig(gpu_mem_mib, tp, pp, chunked, graph_bs, None, *rest, **kw)
+    p.auto_mem_fraction_static = auto
+
+
+def _bucket_shifted(p):
+    orig = p.bucket_defaults
+    p.bucket_defaults = lambda mem, tp: orig(mem * 1.3 if mem else mem, tp)
+
+
+# Mistakes the planner really made before the oracle existed (or easily could): each must be caught.
+PLANTED = {
+    "multimodal by class-name suffix": lambda p: setattr(p, "MULTIMODAL_ARCHS", tuple(
+        a for a in p.MULTIMODAL_ARCHS if not a.endswith("ForConditionalGeneration"))),
+    "Gemma's sliding window as a hybrid pool": lambda p: setattr(p, "HYBRID_SWA_ARCHS", p.HYBRID_SWA_ARCHS + (
+        "Gemma2ForCausalLM", "Gemma3ForCausalLM")),
+    "the speculative reserve forgotten": _without_spec_reserve,
+    "control: the planner as it is": lambda p: None,
+    "GPU-size bucket off by one step": _bucket_shifted,
+    "hybrid SWA pools (GPT-OSS, Llama 4) ignored": lambda p: setattr(p, "HYBRID_SWA_ARCHS", ()),
+}
+
+
+def self_test(oracle, site):
+    """Each planted mistake must make at least one scenario (or a table) disagree; the control must not."""
+    todo = scenarios.scenarios(600)
+    caught = 0
+    for what, plant in PLANTED.items():
+        planner = load_planner()
+        plant(planner)
+        bad = sum(1 for _n, cfg, args, gpu, m0, m1 in todo
+                  if compare(oracle.run(cfg, args, gpu, m0, m1), ours(planner, cfg, args, gpu, m0, m1)))
+        table_ok = tables.check(site, planner)[1]
+        control = what.startswith("control:")
+        hit = bad > 0 or not table_ok
+        said = ("FALSE ALARM" if hit else "quiet") if control else ("caught" if hit else "NOT caught")
+        print("self-test: %-48s %s (%d of %d scenarios disagree%s)" % (
+            what, said, bad, len(todo), "" if table_ok else ", a table differs"))
+        caught += hit != control
+    print("self-test: %d of %d planted mistakes handled as expected" % (caught, len(PLANTED)))
+    return 0 if caught == len(PLANTED) else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--site", help="the extracted sglang wheel (default: fetched and cached under build/oracle)")
+    ap.add_argument("-n", type=int, default=2400)
+    ap.add_argument("--show", type=int, default=15, help="disagreements printed in full")
+    ap.add_argument("--only", help="run only scenarios whose name starts with this")
+    ap.add_argument("--self-test", action="store_true",
+                    help="plant known mistakes in a copy of the planner and check that the oracle catches each")
+    a = ap.parse_args()
+    site = a.site or fetch.site()
+    from sglang059 import SGLang059
+    t0 = time.time()
+    oracle = SGLang059(site)
+    if a.self_test:
+        return self_test(oracle, site)
+    planner = load_planner()
+    todo = [s for s in scenarios.scenarios(a.n) if not a.only or s[0].startswith(a.only)]
+    bad, refused, by_kind = [], 0, {}
+    seen = {k: 0 for k in COVERAGE}
+    for name, cfg, args, gpu, m0, m1 in todo:
+        sg = oracle.run(cfg, args, gpu, m0, m1)
+        refused += "error" in sg
+        for what, test in COVERAGE.items():
+            seen[what] += bool(test(sg, args))
+        d = compare(sg, ours(planner, cfg, args, gpu, m0, m1))
+        if d:
+            bad.append((name, args, gpu, m0, m1, d))
+            for x in d:
+                key = name.split("-")[0] + ": " + x.split(" ")[0]
+                by_kind[key] = by_kind.get(key, 0) + 1
+    for name, args, gpu, m0, m1, d in bad[:a.show]:
+        print("DISAGREE %s gpu=%s MiB m0=%s m1=%s args=%s\n    %s" % (name, gpu, m0, m1, args, "\n    ".join(d)))
+    for k in sorted(by_kind, key=lambda k: -by_kind[k]):
+        print("  %5d  %s" % (by_kind[k], k))
+    print("covered: " + ", ".join("%s %d" % (k, v) for k, v in seen.items()))
+    print("sglang %s refused %d of the scenarios (the planner must refuse them too); %.1f s" % (
+        oracle.version, refused, time.time() - t0))
+    table_lines, tables_ok = tables.check(site, planner)
+    for line in table_lines:
+        print(line)
+    print("oracle agreement %d/%d" % (len(todo) - len(bad), len(todo)))
+    return 0 if not bad and tables_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The tables the planner copies from SGLang's source, regenerated from the wheel and compared (run by
+run_oracle.py, so `make oracle` fails when a committed table and SGLang's source differ).
+
+Each entry: the planner's constant, and how it is read from 0.5.9's source (by ast, so comments and formatting do
+not matter): the list literal assigned to a name, or the string literals of a set/list inside a function."""
+import ast
+import os
+
+
+def _literal_list(tree, name):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return [e.value for e in node.value.elts]
+    raise LookupError(name)
+
+
+def _strings_in_function(tree, func, var=None):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == func:
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Assign) and (var is None or any(getattr(t, "id", None) == var
+                                                                       for t in sub.targets)):
+                    if isinstance(sub.value, (ast.Set, ast.List)):
+                        return [e.value for e in sub.value.elts]
+    raise LookupError("%s in %s" % (var, func))
+
+
+def _parse(site, *rel):
+    path = os.path.join(site, "sglang", "srt", *rel)
+    with open(path) as f:
+        return ast.parse(f.read(), path)
+
+
+def tables(site):
+    """{planner constant name: (values from SGLang's source, where)}."""
+    mc = _parse(site, "configs", "model_config.py")
+    hf = _parse(site, "utils", "hf_transformers_utils.py")
+    return {
+        "MULTIMODAL_ARCHS": (_literal_list(mc, "multimodal_model_archs"),
+                             "configs/model_config.py multimodal_model_archs"),
+        "MULTIMODAL_OFF_BY_DEFAULT": (_strings_in_function(mc, "__init__", "mm_disabled_models"),
+                                      "configs/model_config.py ModelConfig.__init__ mm_disabled_models"),
+        "HYBRID_SWA_ARCHS": (_strings_in_function(mc, "is_hybrid_swa_model", "hybrid_swa_archs"),
+                             "configs/model_config.py is_hybrid_swa_model"),
+        "CONTEXT_LENGTH_KEYS": (_literal_list(hf, "CONTEXT_LENGTH_KEYS"),
+                                "utils/hf_transformers_utils.py CONTEXT_LENGTH_KEYS"),
+    }
+
+
+# SGLang's list holds architectures the planner does not know at all: those are left out of the committed copy on
+# purpose (the planner refuses an unknown architecture before it would look them up)
+def check(site, planner):
+    """Lines describing each table: 'ok' or the difference. Returns (lines, all_equal)."""
+    lines, ok = [], True
+    for name, (source, where) in sorted(tables(site).items()):
+        ours = list(getattr(planner, name))
+        if name == "HYBRID_SWA_ARCHS":
+            source = [a for a in source if a in planner.KNOWN_ARCHITECTURES]
+        if ours == list(source) or (name != "CONTEXT_LENGTH_KEYS" and sorted(ours) == sorted(source)):
+            lines.append("table %s: %d entries, as in %s" % (name, len(ours), where))
+            continue
+        ok = False
+        lines.append("table %s differs from %s: missing %s, extra %s" % (
+            name, where, sorted(set(source) - set(ours)), sorted(set(ours) - set(source))))
+    return lines, ok
