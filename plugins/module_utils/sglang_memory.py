@@ -561,7 +561,13 @@ def _validate(model, gpus, args):
 def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
     """Predict SGLang 0.5.9's memory layout for one launch; see the module docstring."""
     args = dict(args or {})
-    model = Model(config)
+    try:
+        model = Model(config)
+    except PlanError as e:
+        verdict = measured_verdict(args, measured, e)
+        if verdict is None:
+            raise
+        return verdict
     tp, pp = _validate(model, gpus, args)
     measured = dict(measured or {})
     used = gpus[:tp * pp]
@@ -781,8 +787,10 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
         "cell_size_bytes": int(cell),
         "mamba_bytes_per_request": int(per_req),
         "max_mamba_cache_size": slots,
-        "speculative": {"algorithm": algo, "num_steps": steps, "eagle_topk": topk,
-                        "num_draft_tokens": draft_tokens} if algo else None,
+        "speculative": dict({"algorithm": algo, "num_steps": steps, "eagle_topk": topk,
+                             "num_draft_tokens": draft_tokens},
+                            **({"given": str(args["speculative_algorithm"]).upper()}
+                               if str(args["speculative_algorithm"]).upper() != algo else {})) if algo else None,
         "draft": draft_detail or None,
         "chunked_prefill_size": chunked,
         "cuda_graph_max_bs": graph_bs,
@@ -799,6 +807,40 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
         result["fixes"], result["ineffective"] = [], []
     result["explain"] = explain(result, model)
     return result
+
+
+def measured_verdict(args, measured, why):
+    """The budget verdict when the model cannot be modelled (an architecture the planner does not know, a config
+    missing a field) but a log gave the numbers: rest = M1 - M0 (1 - mem_fraction_static) is SGLang's own budget
+    for every pool, so rest <= 0 is kv_pool_oom whatever the model; rest > 0 is 'unknown' (the bytes per token
+    are what is missing). None when the numbers are not there (the caller raises the config error)."""
+    measured = dict(measured or {})
+    m0 = measured.get("avail_mem_before_load_gb")
+    m1 = measured.get("avail_mem_after_load_gb")
+    if m1 is None and m0 is not None and measured.get("weights_gb") is not None:
+        m1 = float(m0) - float(measured["weights_gb"])
+    mfs = args.get("mem_fraction_static")
+    if mfs is None:
+        mfs = measured.get("mem_fraction_static")
+    if m0 is None or m1 is None or mfs is None:
+        return None
+    m0, m1, mfs = float(m0), float(m1), float(mfs)
+    rest = m1 - m0 * (1.0 - mfs)
+    outcome = "kv_pool_oom" if rest <= 0 else "unknown"
+    lines = ["The model is not modelled (%s); the logged numbers still decide the budget:" % why,
+             "rest = %.2f GiB free after load - %.2f GiB x (1 - %s) = %.2f GiB for the KV cache and state pools"
+             % (m1, m0, mfs, rest)]
+    if outcome == "kv_pool_oom":
+        lines.append("Outcome: kv_pool_oom: nothing is left for any pool (short by %.2f GiB): raise "
+                     "mem_fraction_static, use more GPUs (tp_size) or a smaller/quantized checkpoint." % -rest)
+    else:
+        lines.append("Outcome: unknown: %.2f GiB are left for the pools; how many tokens that is depends on the "
+                     "model's bytes per token, which the planner cannot read from this config." % rest)
+    return {"outcome": outcome, "mem_fraction_static": mfs, "mem_fraction_static_source": "args" if args.get(
+        "mem_fraction_static") is not None else "measured", "rest_gb": round(rest, 2),
+            "avail_mem_before_load_gb": m0, "avail_mem_after_load_gb": m1, "max_total_num_tokens": None,
+            "model_error": str(why), "sources": {"avail_mem_before_load_gb": "measured", "weights_gb": "measured"},
+            "per_gpu": [], "fixes": [], "ineffective": [], "notes": [str(why)], "explain": lines}
 
 
 def _weight_param_bytes(model, args):
@@ -879,12 +921,16 @@ def _fixes_for(config, gpus, args, measured, weights_bytes, base):
     seen = set()
     out = []
     works = ("fits", "context_truncated")
+    still_failing = []
     for disruption, fix in sorted(fixes, key=lambda x: (x[1]["outcome"] not in works, x[0])):
         key = tuple(sorted(fix["change"]))
         if key in seen:
             continue
         seen.add(key)
-        out.append(fix)
+        if fix["outcome"] in works:
+            out.append(fix)
+        else:   # better than before, but SGLang still does not start: not a fix
+            still_failing.append(dict(fix, why=fix["why"] + "; still %s" % fix["outcome"]))
     # what operators try that does not touch this budget
     ineffective = []
     ctx = base["context_length"]
@@ -904,7 +950,7 @@ def _fixes_for(config, gpus, args, measured, weights_bytes, base):
         if not _better(res["outcome"], base["outcome"]):
             ineffective.append({"change": change, "max_total_num_tokens": res["max_total_num_tokens"],
                                 "outcome": res["outcome"], "why": why})
-    return out, ineffective
+    return out, still_failing + ineffective
 
 
 def _measured_for(measured, change, base):
@@ -949,7 +995,7 @@ def explain(result, model=None):
     tokens = result["max_total_num_tokens"]
     if result["outcome"] == "kv_pool_oom":
         lines.append("Outcome: kv_pool_oom: SGLang will stop with 'Not enough memory. Please try to increase "
-                     "--mem-fraction-static' (%d tokens)." % tokens)
+                     "--mem-fraction-static': %s." % _short_by(tokens, result["cell_size_bytes"]))
     elif result["outcome"] == "headroom_oom":
         lines.append("Outcome: headroom_oom: the pool holds %d tokens but the headroom (%.2f GiB) is smaller than "
                      "what graphs, activations and the draft need (%.2f GiB): expect a CUDA OOM after the pool."
@@ -961,14 +1007,28 @@ def explain(result, model=None):
         lines.append("Outcome: fits: %d tokens in the KV pool, %d running requests." % (
             tokens, result["max_running_requests"]))
     for f in result.get("fixes") or []:
-        lines.append("  fix %s -> %s, %d tokens (%s)"
-                     % (_fmt_change(f["change"]), f["outcome"], f["max_total_num_tokens"], f["why"]))
+        lines.append("  fix %s -> %s, %s (%s)"
+                     % (_fmt_change(f["change"]), f["outcome"], _tokens_said(f, result), f["why"]))
     for f in result.get("ineffective") or []:
-        lines.append("  does not help: %s -> %s, %d tokens (%s)"
-                     % (_fmt_change(f["change"]), f["outcome"], f["max_total_num_tokens"], f["why"]))
+        lines.append("  does not help: %s -> %s, %s (%s)"
+                     % (_fmt_change(f["change"]), f["outcome"], _tokens_said(f, result), f["why"]))
     for n in result.get("notes") or []:
         lines.append("  note: " + n)
     return lines
+
+
+def _short_by(tokens, cell_bytes):
+    """A pool that cannot be allocated, in words: never a negative count printed as if it were a size."""
+    if tokens > 0:
+        return "%d tokens" % tokens
+    return "no KV pool at all, short by %d tokens (%.2f GiB) before even one token fits" % (
+        -tokens + 1, (-tokens + 1) * float(cell_bytes) / GIB)
+
+
+def _tokens_said(fix, result):
+    if fix["max_total_num_tokens"] > 0:
+        return "%d tokens" % fix["max_total_num_tokens"]
+    return _short_by(fix["max_total_num_tokens"], result["cell_size_bytes"])
 
 
 def _fmt_change(change):

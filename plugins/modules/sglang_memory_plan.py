@@ -114,7 +114,10 @@ checkpoint_contradicts_config:
 outcome:
   description: C(fits), C(kv_pool_oom) (the pool cannot be built), C(headroom_oom) (the pool fits but the draft,
     graphs and activations will not fit in the (1 - mem_fraction_static) headroom) or C(context_truncated)
-    (fewer pool tokens than the context length).
+    (fewer pool tokens than the context length). C(unknown) only when the model cannot be modelled (an
+    architecture the planner does not know, a config missing a field) but O(measured) gives the free memory before
+    and after the weights and the fraction is known: then rest <= 0 is C(kv_pool_oom) for any model, and more is
+    C(unknown) (RV(rest_gb) says how much; RV(model_error) why the model was not modelled).
   returned: always
   type: str
   sample: kv_pool_oom
@@ -124,10 +127,26 @@ mem_fraction_static:
   type: float
   sample: 0.85
 max_total_num_tokens:
-  description: KV pool tokens per SGLang 0.5.9's formula; zero or less when the pool cannot be built.
+  description: KV pool tokens per SGLang 0.5.9's formula; zero or less when the pool cannot be built (RV(explain)
+    says how many tokens it is short by); none when the model is not modelled (RV(outcome=unknown)).
   returned: always
   type: int
   sample: -114282
+req_to_token_pool_size:
+  description: Request slots SGLang allocates (its req_to_token pool), from the profiled token count.
+  returned: when the model is modelled
+  type: int
+  sample: 48
+rest_gb:
+  description: GiB left for the pools (M1 - M0 x (1 - fraction)), when the model is not modelled.
+  returned: when the model is not modelled
+  type: float
+  sample: -2.95
+model_error:
+  description: Why the model is not modelled (the planner's config error), when RV(outcome=unknown) or a verdict
+    rests on the measured numbers alone.
+  returned: when the model is not modelled
+  type: str
 per_gpu:
   description: Budget per GPU in GiB (C(avail_mem_before_load_gb), C(weights_gb), C(rest_gb), C(mamba_gb),
     C(spec_reserve_gb), C(kv_gb), C(headroom_gb), C(draft_gb), C(headroom_need_gb)).
@@ -135,14 +154,16 @@ per_gpu:
   type: list
   elements: dict
 fixes:
-  description: Changes that improve the outcome, working ones first and least disruptive first, each
-    C({change, max_total_num_tokens, outcome, why}).
+  description: Changes that make SGLang start (outcome C(fits) or C(context_truncated)), least disruptive first,
+    each C({change, max_total_num_tokens, outcome, why}). A change that improves the outcome but still fails is
+    listed under RV(ineffective), not here.
   returned: always
   type: list
   elements: dict
 ineffective:
-  description: Changes operators often try that do not help (halving the context, dropping CUDA graphs,
-    lowering the fraction), each with its result.
+  description: Changes that do not make it start - better but still failing, and what operators often try that
+    does not touch the budget (halving the context, dropping CUDA graphs, lowering the fraction) - each with
+    its result.
   returned: always
   type: list
   elements: dict
@@ -218,8 +239,9 @@ def main():
     except PlanError as exc:
         module.fail_json(msg=str(exc))
     if result["outcome"] in p["fail_on"]:
-        lines = ["SGLang would not start as configured (%s); predicted %d KV tokens." % (
-            result["outcome"], result["max_total_num_tokens"])]
+        tokens = result.get("max_total_num_tokens")
+        lines = ["SGLang would not start as configured (%s)%s." % (
+            result["outcome"], "; predicted %d KV tokens" % tokens if tokens and tokens > 0 else "")]
         lines.extend(result["explain"])
         module.fail_json(msg="\n".join(lines), **result)
     module.exit_json(changed=False, **result)

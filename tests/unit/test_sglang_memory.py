@@ -1,6 +1,7 @@
 """plan(): SGLang 0.5.9's memory arithmetic, checked against numbers derived by hand (derivations inline)."""
 import json
 import os
+import re
 import struct
 
 import pytest
@@ -152,7 +153,9 @@ def test_reference_worked_example_rest_20_gib_tp4_with_nextn():
     assert r["per_gpu"][0]["mamba_gb"] == pytest.approx(0.86, abs=0.01)
     assert r["per_gpu"][0]["kv_gb"] == pytest.approx(15.68, abs=0.01)
     assert r["max_mamba_cache_size"] == 48
-    assert r["speculative"] == {"algorithm": "EAGLE", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
+    # SGLang 0.5.9 runs NEXTN as EAGLE (server_args.py _handle_speculative_decoding); the plan says both
+    assert r["speculative"] == {"algorithm": "EAGLE", "given": "NEXTN", "num_steps": 3, "eagle_topk": 1,
+                                "num_draft_tokens": 4}
 
 
 # --- the motivating case ---
@@ -293,3 +296,124 @@ def test_plan_is_plain_data():
     r = SM.plan(cfg("deepseek-v3"), [H200] * 8, {"tp_size": 8, "speculative_algorithm": "NEXTN"})
     json.dumps(r)
     assert r["cell_size_bytes"] == 70272
+
+
+# --- what the oracle (tests/oracle, SGLang 0.5.9's own code) taught the planner; worked by hand here too ---
+def _dense(arch="LlamaForCausalLM", **kw):
+    c = {"architectures": [arch], "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+         "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "intermediate_size": 14336,
+         "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
+    c.update(kw)
+    return c
+
+
+MEAS = {"avail_mem_before_load_gb": 46.0, "avail_mem_after_load_gb": 30.0}
+
+
+def test_gemma_sliding_window_layers_still_get_one_full_pool():
+    # 0.5.9 gives a hybrid SWA pool only to GPT-OSS and Llama 4 (is_hybrid_swa_model); Gemma 3 with layer_types:
+    # cell = 8 heads x 256 x 34 layers x 2 B = 139264; rest = 30 - 46 x 0.15 = 23.1 GiB -> 178101 tokens
+    g = _dense("Gemma3ForCausalLM", model_type="gemma3_text", num_hidden_layers=34, head_dim=128,
+               sliding_window=1024, layer_types=["full_attention" if (i + 1) % 6 == 0 else "sliding_attention"
+                                                 for i in range(34)])
+    r = SM.plan(g, [A6000], {"mem_fraction_static": 0.85}, measured=MEAS, _fixes=False)
+    assert r["cell_size_bytes"] == 8 * 256 * 34 * 2 and r["swa_max_total_num_tokens"] is None
+    assert r["max_total_num_tokens"] == int((30 - 46 * (1 - 0.85)) * GIB) // (8 * 256 * 34 * 2)
+
+
+def test_gpt_oss_pool_is_capped_and_paged_before_the_sliding_window_split():
+    # 24 layers, every other sliding; per token per layer 8 x 128 x 2 B = 2048 B. Capped at 65536 first, then
+    # full = 65536 x (12 + 12) / (12 + 0.5 x 12) = 87381 -> paged to 87376 (page 16); swa = int(87381 x 0.5) = 43690 -> 43680
+    g = _dense("GptOssForCausalLM", model_type="gpt_oss", num_hidden_layers=24, num_attention_heads=64,
+               head_dim=64, hidden_size=2880, sliding_window=128, num_local_experts=32,
+               layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(24)])
+    r = SM.plan(g, [A6000], {"mem_fraction_static": 0.85, "max_total_tokens": 65536, "page_size": 16,
+                             "swa_full_tokens_ratio": 0.5}, measured=MEAS, _fixes=False)
+    assert r["max_total_num_tokens"] == 87376 and r["swa_max_total_num_tokens"] == 43680
+
+
+def test_speculative_defaults_follow_the_exact_architecture_and_ngram_its_own_knobs():
+    llama4 = {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+              "text_config": _dense(), "vision_config": {"hidden_size": 1408, "num_hidden_layers": 34}}
+    del llama4["text_config"]["architectures"]
+    # auto_choose_speculative_params: (5, 4, 8) only for LlamaForCausalLM itself (and Grok); Llama 4 gets (3, 1, 4)
+    r4 = SM.plan(llama4, [A6000], {"speculative_algorithm": "EAGLE3", "mem_fraction_static": 0.85}, measured=MEAS,
+                 _fixes=False)
+    assert r4["speculative"] == {"algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
+    r3 = SM.plan(_dense(), [A6000], {"speculative_algorithm": "EAGLE3", "mem_fraction_static": 0.85},
+                 measured=MEAS, _fixes=False)
+    assert r3["speculative"] == {"algorithm": "EAGLE3", "num_steps": 5, "eagle_topk": 4, "num_draft_tokens": 8}
+    # NGRAM: topk = speculative_ngram_max_bfs_breadth 10, draft = match window 12, no 2 GiB reserve: 0.861 as without
+    rn = SM.plan(_dense(), [A6000], {"speculative_algorithm": "NGRAM"}, measured=MEAS, _fixes=False)
+    assert rn["speculative"] == {"algorithm": "NGRAM", "num_steps": None, "eagle_topk": 10, "num_draft_tokens": 12}
+    assert rn["mem_fraction_static"] == 0.861 and rn["max_running_requests"] == 48
+
+
+@pytest.mark.parametrize("args,says", [
+    ({"speculative_algorithm": "NGRAM", "enable_dp_attention": True, "dp_size": 2, "tp_size": 2},
+     "NGRAM with enable_dp_attention"),
+    ({"speculative_algorithm": "NGRAM", "page_size": 16, "attention_backend": "triton"}, "use page_size 1"),
+    ({"speculative_algorithm": "EAGLE", "speculative_eagle_topk": 4}, "without speculative_num_steps"),
+    ({"context_length": 16384}, "longer than the model's 8192"),
+    ({"swa_full_tokens_ratio": 1.5}, "must lie in (0, 1]"),
+])
+def test_what_sglang_refuses_is_refused_with_the_fix(args, says):
+    with pytest.raises(SM.PlanError, match=re.escape(says)):
+        SM.plan(_dense(), [A6000, A6000], args, measured=MEAS)
+
+
+def test_rope_scaling_lengthens_the_context_unless_it_names_its_original_length():
+    assert SM.Model(_dense(rope_scaling={"type": "yarn", "factor": 4.0})).context_len == 32768
+    assert SM.Model(_dense(rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048})
+                    ).context_len == 8192
+    assert SM.Model(_dense(rope_scaling={"rope_type": "llama3", "factor": 8.0})).context_len == 8192
+
+
+def test_dp_attention_halves_the_chunk_after_the_fraction_and_shards_kv_by_attention_tp():
+    # fraction from the chunk before DP: R = 512 + 6144 + 64 + 256 + 32 x 2 x 3 (DP) = 7168 -> 0.854;
+    # then chunked 4096 // 2; KV heads per rank: 8 // (2 // 2) = 8 -> cell 8 x 256 x 32 x 2 = 131072
+    r = SM.plan(_dense(), [A6000, A6000], {"tp_size": 2, "enable_dp_attention": True, "dp_size": 2},
+                measured=MEAS, _fixes=False)
+    assert r["mem_fraction_static"] == round((49140 - 7168) / 49140.0, 3) and r["chunked_prefill_size"] == 2048
+    assert r["cell_size_bytes"] == 131072
+
+
+def test_running_requests_are_half_the_tokens_when_the_pool_is_small():
+    # rest = 30 - 46 x 0.15 = 23.1 GiB, cell 131072 -> 189235 tokens; pool min(max(189235/8192 x 512, 2048), 4096)
+    # = 4096 slots; ModelRunner: max_running = min(tokens // 2, 4096) = 4096; with a 4096-token cap: min(2048, 4096)
+    r = SM.plan(_dense(), [A6000], {"mem_fraction_static": 0.85, "max_total_tokens": 4096}, measured=MEAS,
+                _fixes=False)
+    assert r["req_to_token_pool_size"] == 4096 and r["max_running_requests"] == 2048
+    assert r["max_total_num_tokens"] == 4096
+
+
+def test_hybrid_request_pool_is_capped_by_mamba_slots_even_with_max_running_requests():
+    # radix cache on (no speculation): slots // 3 caps the pool, also when max_running_requests is given
+    r = SM.plan(cfg("qwen3-next-80b-a3b"), [H200] * 4, {"tp_size": 4, "mem_fraction_static": 0.5,
+                                                        "max_running_requests": 4096, "max_mamba_cache_size": 60},
+                measured={"avail_mem_before_load_gb": 40.0, "avail_mem_after_load_gb": 40.0}, _fixes=False)
+    assert r["max_mamba_cache_size"] == 60 and r["req_to_token_pool_size"] == 20
+
+
+def test_an_unknown_model_with_logged_numbers_gets_the_budget_verdict():
+    odd = {"architectures": ["MysteryForCausalLM"], "hidden_size": 1}
+    oom = SM.plan(odd, [A6000], {"mem_fraction_static": 0.85},
+                  measured={"avail_mem_before_load_gb": 46.62, "avail_mem_after_load_gb": 5.0})
+    # rest = 5.0 - 46.62 x 0.15 = -1.99 GiB: no pool of any model fits
+    assert oom["outcome"] == "kv_pool_oom" and oom["rest_gb"] == -1.99 and "MysteryForCausalLM" in oom["model_error"]
+    assert any("short by 1.99 GiB" in line for line in oom["explain"])
+    left = SM.plan(odd, [A6000], {}, measured={"avail_mem_before_load_gb": 46.62, "weights_gb": 20.0,
+                                               "mem_fraction_static": 0.85})
+    assert left["outcome"] == "unknown" and left["rest_gb"] == round(26.62 - 46.62 * 0.15, 2)
+    with pytest.raises(SM.PlanError, match="MysteryForCausalLM"):
+        SM.plan(odd, [A6000], {"mem_fraction_static": 0.85})             # no numbers: the config error stands
+
+
+def test_a_pool_that_cannot_be_built_is_said_as_a_shortfall_and_failing_options_are_not_fixes():
+    r = SM.plan(cfg("qwen3.6-27b"), [A6000, A6000], SEED_ARGS, measured=SEED_MEASURED)
+    text = "\n".join(r["explain"])
+    assert r["outcome"] == "kv_pool_oom" and r["max_total_num_tokens"] < 0
+    assert "short by %d tokens" % (1 - r["max_total_num_tokens"]) in text
+    assert "(%d tokens)" % r["max_total_num_tokens"] not in text and ", %d tokens" % r["max_total_num_tokens"] not in text
+    assert all(f["outcome"] in ("fits", "context_truncated") for f in r["fixes"])
+    assert any("still headroom_oom" in f["why"] for f in r["ineffective"])   # 0.92: better, but still failing
