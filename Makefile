@@ -7,7 +7,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(BIN):$(PATH)
 
-.PHONY: test deps collection lint sanity unit integration oracle bench lab lab-down molecule plan clean
+.PHONY: test deps collection lint sanity unit integration oracle wording bench lab lab-down molecule plan clean
 
 ## Run every check, failing fast, then print a summary.
 test: deps
@@ -34,6 +34,10 @@ integration: deps collection
 ## The planner against SGLang 0.5.9's own code (the wheel's source, torch stubbed): last line "oracle agreement N/M".
 oracle: deps
 	tests/oracle/oracle.sh
+
+## On demand (downloads nine releases): re-extract the start-up wording of every release and diff tests/wording/table.json.
+wording: deps
+	$(BIN)/python tests/wording/wording.py check
 
 bench: deps collection
 	$(BIN)/python tests/bench/bench_log_parser.py

@@ -72,13 +72,17 @@ _BRACKET_LEVEL = re.compile(r"^(\[\d{4}-\d\d-\d\d[^\]]{0,60}\]) (?:INFO|ERROR|WA
 
 _NUM = r"(-?\d+(?:\.\d+)?)"
 _RE_LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=" + _NUM + r" ?GB")
-_RE_LOAD_END = re.compile(r"Load weight end\..*?avail mem=" + _NUM + r" ?GB, mem usage=" + _NUM + r" ?GB")
-_RE_KV = re.compile(r"KV Cache is allocated\. #tokens: (\d+), (?:K size: " + _NUM + r" ?GB, V size: "
+# 0.4.0-0.4.3 print no mem usage (the weights are then begin - end)
+_RE_LOAD_END = re.compile(r"Load weight end\..*?avail mem=" + _NUM + r" ?GB(?:, mem usage=" + _NUM + r" ?GB)?")
+# 0.4.3 prints no #tokens; 0.4.6 on print them first
+_RE_KV = re.compile(r"KV Cache is allocated\.(?: #tokens: (\d+),)? (?:K size: " + _NUM + r" ?GB, V size: "
                     + _NUM + r" ?GB|KV size: " + _NUM + r" ?GB)")
-_RE_MAMBA = re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), conv_state size: " + _NUM
+# 0.5.3 prints no max_mamba_cache_size
+_RE_MAMBA = re.compile(r"Mamba Cache is allocated\.(?: max_mamba_cache_size: (\d+),)? conv_state size: " + _NUM
                        + r" ?GB, ssm_state size: " + _NUM + r" ?GB(?:.*?intermediate_ssm_state_cache size: "
                        + _NUM + r" ?GB.*?intermediate_conv_window_cache size: " + _NUM + r" ?GB)?")
-_RE_SCHED = re.compile(r"max_total_num_tokens=(\d+), chunked_prefill_size=(-?\d+), max_prefill_tokens=(\d+), "
+# 0.4.0 prints no chunked_prefill_size
+_RE_SCHED = re.compile(r"max_total_num_tokens=(\d+), (?:chunked_prefill_size=(-?\d+), )?max_prefill_tokens=(\d+), "
                        r"max_running_requests=(\d+), context_len=(\d+)(?:, available_gpu_mem=" + _NUM + r" ?GB)?")
 _RE_GRAPH_END = re.compile(r"Capture (?:draft )?(?:extend )?cuda graph end\..*?mem usage=" + _NUM + r" ?GB")
 _RE_MFS = re.compile(r"mem_fraction_static=([0-9.]+)")
@@ -89,6 +93,9 @@ _RE_VERSION = re.compile(r"(?:sglang[_ ]version|SGLang v(?=\d)|sglang==)[=: ]*v?
 _RE_KV_OOM = re.compile(
     r"Not enough memory\. Please try to increase --mem-fraction-static\.?"
     r"(?: Current value: (?:self\.server_args\.)?mem_fraction_static=([0-9.]+))?")
+# 0.5.2x (model_runner_kv_cache_mixin): the same budget failure, raised as a ValueError that names the fraction
+_RE_KV_OOM_LATER = re.compile(r"Loaded weights leave no GPU memory for the KV cache under "
+                              r"--mem-fraction-static=(\d+(?:\.\d+)?)")
 _RE_FRAME = re.compile(r'^\s+File "([^"]{0,500})", line \d+, in (\S{1,200})')
 _RE_EXC = re.compile(r"^([A-Za-z_][\w.]{0,120}(?:Error|Exception|Exit|Interrupt|Failure|error|Warning))(?:: ?(.*))?$")
 _RE_BIND = re.compile(r"\[Errno (?:98|48)\][^(]*\('?([^',)]*)'?, (\d+)\)")
@@ -380,8 +387,15 @@ class LogParser(object):
         m = _RE_KV_OOM.search(text)
         if m:
             return "kv_pool_oom", m.group(0)
+        m = _RE_KV_OOM_LATER.search(text)
+        if m:
+            self.facts["mem_fraction_static"] = float(m.group(1))     # read from the error: authoritative
+            return "kv_pool_oom", _line_with(text, "Loaded weights leave")
         if "Not enough GPU memory for hybrid" in text or "Memory pool size is too small" in text:
             return "kv_pool_oom", _line_with(text, "memory")
+        if "state cache is too small to serve any requests" in text:
+            # 0.5.2x: the hybrid (mamba/linear-attention) state pool leaves no request slot
+            return "kv_pool_oom", _line_with(text, "too small to serve")
         if "KV" in text and ("leaves no room for the full KV pool" in text or "no memory for the KV cache" in text
                              or "no memory left for the KV cache" in text):
             # later releases' wordings of the same budget failure (0.5.2x pool_configurator: the SWA pool cap)
@@ -503,8 +517,14 @@ class LogParser(object):
                 self._advance("memory_pool")
                 mm = _RE_LOAD_END.search(msg)
                 if mm and self._load_begins.get(rank or "main", 0) <= 1:
-                    self._fact(rank, "avail_mem_after_load_gb", float(mm.group(1)))
-                    self._fact(rank, "weights_gb", float(mm.group(2)))
+                    after = float(mm.group(1))
+                    self._fact(rank, "avail_mem_after_load_gb", after)
+                    if mm.group(2) is not None:
+                        self._fact(rank, "weights_gb", float(mm.group(2)))
+                    else:                   # 0.4.0-0.4.3: the weights are what the load took from the free memory
+                        before = (self.facts_by_rank.get(rank or "main") or {}).get("avail_mem_before_load_gb")
+                        if before is not None:
+                            self._fact(rank, "weights_gb", round(before - after, 2))
             return
         if c0 == "I" and msg.startswith("Init torch distributed"):
             self._advance("dist_init")
@@ -513,12 +533,14 @@ class LogParser(object):
             self._advance("memory_pool")
             mm = _RE_KV.search(msg)
             if mm and self._load_begins.get(rank or "main", 0) <= 1:
-                self._fact(rank, "kv_tokens", int(mm.group(1)))
+                if mm.group(1) is not None:
+                    self._fact(rank, "kv_tokens", int(mm.group(1)))
                 if mm.group(2) is not None:
                     self._fact(rank, "k_size_gb", float(mm.group(2)))
                     self._fact(rank, "v_size_gb", float(mm.group(3)))
                 else:
                     self._fact(rank, "k_size_gb", float(mm.group(4)))
+                    self._fact(rank, "kv_size_gb", float(mm.group(4)))
             return
         if c0 == "M":
             if msg.startswith("Mamba Cache is allocated"):
@@ -527,6 +549,8 @@ class LogParser(object):
                 if mm and self._load_begins.get(rank or "main", 0) <= 1:
                     total = sum(float(g) for g in mm.group(2, 3, 4, 5) if g is not None)
                     self._fact(rank, "mamba_cache_gb", round(total, 3))
+                    if mm.group(1) is not None:
+                        self._fact(rank, "max_mamba_cache_size", int(mm.group(1)))
                 return
             if msg.startswith("Memory pool end"):
                 self._advance("memory_pool")

@@ -836,10 +836,11 @@ def measured_verdict(args, measured, why):
     else:
         lines.append("Outcome: unknown: %.2f GiB are left for the pools; how many tokens that is depends on the "
                      "model's bytes per token, which the planner cannot read from this config." % rest)
-    return {"outcome": outcome, "mem_fraction_static": mfs, "mem_fraction_static_source": "args" if args.get(
-        "mem_fraction_static") is not None else "measured", "rest_gb": round(rest, 2),
-            "avail_mem_before_load_gb": m0, "avail_mem_after_load_gb": m1, "max_total_num_tokens": None,
-            "model_error": str(why), "sources": {"avail_mem_before_load_gb": "measured", "weights_gb": "measured"},
+    source = "args" if args.get("mem_fraction_static") is not None else "measured"
+    return {"outcome": outcome, "mem_fraction_static": mfs, "mem_fraction_static_source": source,
+            "rest_gb": round(rest, 2), "avail_mem_before_load_gb": m0, "avail_mem_after_load_gb": m1,
+            "max_total_num_tokens": None, "model_error": str(why),
+            "sources": {"avail_mem_before_load_gb": "measured", "weights_gb": "measured"},
             "per_gpu": [], "fixes": [], "ineffective": [], "notes": [str(why)], "explain": lines}
 
 

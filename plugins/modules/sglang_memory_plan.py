@@ -116,7 +116,7 @@ outcome:
     graphs and activations will not fit in the (1 - mem_fraction_static) headroom) or C(context_truncated)
     (fewer pool tokens than the context length). C(unknown) only when the model cannot be modelled (an
     architecture the planner does not know, a config missing a field) but O(measured) gives the free memory before
-    and after the weights and the fraction is known: then rest <= 0 is C(kv_pool_oom) for any model, and more is
+    and after the weights and the fraction is known - then rest <= 0 is C(kv_pool_oom) for any model, and more is
     C(unknown) (RV(rest_gb) says how much; RV(model_error) why the model was not modelled).
   returned: always
   type: str
