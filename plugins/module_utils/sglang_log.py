@@ -96,7 +96,12 @@ _RE_KV_OOM = re.compile(
 # 0.5.2x (model_runner_kv_cache_mixin): the same budget failure, raised as a ValueError that names the fraction
 _RE_KV_OOM_LATER = re.compile(r"Loaded weights leave no GPU memory for the KV cache under "
                               r"--mem-fraction-static=(\d+(?:\.\d+)?)")
-_RE_FRAME = re.compile(r'^\s+File "([^"]{0,500})", line \d+, in (\S{1,200})')
+# a frame line, indented as Python prints it or flush left as some pastes have it
+_RE_FRAME = re.compile(r'^\s*File "([^"]{0,500})", line \d+, in (\S{1,200})')
+# what can end a traceback: "ExcType", "ExcType: message", "pkg.mod.ExcType: message" (any class name, not only
+# *Error: triton's OutOfResources); anything else there is another program's output pasted after a cut traceback
+_SOURCE_WORDS = frozenset(("raise", "return", "pass", "break", "continue", "yield", "else:", "try:", "finally:"))
+_RE_EXC_ANY = re.compile(r"^[A-Za-z_][\w.]{0,120}(?::(?:\s.*)?)?$")
 _RE_EXC = re.compile(r"^([A-Za-z_][\w.]{0,120}(?:Error|Exception|Exit|Interrupt|Failure|error|Warning))(?:: ?(.*))?$")
 _RE_BIND = re.compile(r"\[Errno (?:98|48)\][^(]*\('?([^',)]*)'?, (\d+)\)")
 _RE_TRIED = re.compile(r"Tried to allocate " + _NUM + r" ?([GM])iB")
@@ -279,7 +284,7 @@ def _is_rank0(rank):
 
 
 class _Traceback(object):
-    __slots__ = ("rank", "frames", "exc", "text", "phase", "closed", "lineno")
+    __slots__ = ("rank", "frames", "exc", "text", "phase", "closed", "lineno", "after_frame", "after_blank")
 
     def __init__(self, rank, phase, lineno):
         self.rank = rank
@@ -289,6 +294,8 @@ class _Traceback(object):
         self.exc = []            # exception lines of the chain (bounded)
         self.text = deque(maxlen=TRACEBACK_TAIL)
         self.closed = False
+        self.after_frame = False     # the previous line was a frame: this one is its source line
+        self.after_blank = False     # a blank line came after the exception line
 
 
 class LogParser(object):
@@ -386,6 +393,8 @@ class LogParser(object):
             return None, None
         m = _RE_KV_OOM.search(text)
         if m:
+            if m.group(1):
+                self.facts["mem_fraction_static"] = float(m.group(1).rstrip("."))   # from the error: authoritative
             return "kv_pool_oom", m.group(0)
         m = _RE_KV_OOM_LATER.search(text)
         if m:
@@ -449,7 +458,16 @@ class LogParser(object):
     def feed(self, raw):
         self.lines += 1
         line = _strip(raw)
-        if not line:
+        if not line or line.isspace():
+            # a blank line: nothing is ever joined across it; it ends a traceback cut before its exception line
+            # (a non-contiguous paste), and after an exception line only a chained traceback may follow it
+            self._prev = ""
+            tb = self._tb
+            if tb is not None:
+                if tb.exc:
+                    tb.after_blank = True
+                else:
+                    self._close_tb()
             return
         rank = None
         m = _SGL.match(line) if line[:1] == "[" else None
@@ -466,10 +484,18 @@ class LogParser(object):
             if prefixed:
                 self._close_tb()
                 tb = None
-            else:
-                self._tb_line(tb, msg)
+            elif self._tb_line(tb, msg):
                 self._prev = msg
                 return
+            else:                          # another program's output: the traceback ended before it
+                self._close_tb()
+                tb = None
+        elif not prefixed and msg.lstrip().startswith("File \"") and _RE_FRAME.match(msg):
+            # a headless fragment (pasted from mid-traceback, no "Traceback" header): a traceback all the same
+            self._tb = _Traceback(self._last_rank, self.phase, self.lines)
+            self._tb_line(self._tb, msg)
+            self._prev = msg
+            return
         # uvicorn "[ts] ERROR:    ..." lines
         if prefixed and msg[:1] in "IEWDC":
             um = _UVICORN_LEVEL.match(msg)
@@ -479,24 +505,40 @@ class LogParser(object):
         self._prev = msg
 
     def _tb_line(self, tb, msg):
-        tb.text.append(msg[:300])
+        """Take one line of an open traceback; False when the line is not part of it (the caller closes it)."""
         if msg.startswith("Traceback (most recent call last)") or msg.endswith("Traceback (most recent call last):"):
-            return
+            tb.text.append(msg[:300])
+            tb.after_blank = tb.after_frame = False
+            return True
+        if msg.startswith("During handling of the above exception") or msg.startswith("The above exception was"):
+            tb.text.append(msg[:300])
+            tb.after_blank = False
+            return True
+        if tb.after_blank:
+            return False                   # after the exception and a blank line: only a chained traceback belongs
         fm = _RE_FRAME.match(msg)
         if fm:
+            tb.text.append(msg[:300])
             tb.frames.append((fm.group(1), fm.group(2)))
-            return
-        if msg[:1] in (" ", "\t", "^", "~"):
-            return
-        if msg.startswith("During handling of the above exception") or msg.startswith("The above exception was"):
-            return
+            tb.after_frame = True
+            return True
+        if msg[:1] in (" ", "\t", "^", "~") or (tb.after_frame and (
+                not _RE_EXC_ANY.match(msg) or msg in _SOURCE_WORDS)):
+            tb.text.append(msg[:300])      # a frame's source line (flush left in some pastes) or its ^^^ markers
+            tb.after_frame = False
+            return True
+        tb.after_frame = False
         em = _RE_EXC.match(msg)
+        if not tb.exc and not em and not _RE_EXC_ANY.match(msg):
+            return False                   # a cut traceback, then another program's output
+        tb.text.append(msg[:300])
         if em or not tb.exc:
             if len(tb.exc) < 12:
                 tb.exc.append(msg[:MESSAGE_MAX])
         elif len(tb.exc) < 12:
             # continuation of a multi-line exception message
             tb.exc.append(msg[:MESSAGE_MAX])
+        return True
 
     def _line(self, msg, rank, prefixed):
         # ---- start-up progress and numbers ----

@@ -403,3 +403,81 @@ def test_real_logs_cut_anywhere_garbled_or_interleaved_never_raise(fixture):
         assert (r["failure"] is None) or r["failure"]["kind"] in SL.KINDS
     mixed = text.encode("utf-8") + "café ÿ".encode("latin-1") + b"\xff\xfe\x00garbage\n"
     assert SL.parse_log(mixed.decode("utf-8", "replace"))["outcome"] in ("ready", "failed", "starting")
+
+
+# --- tracebacks as operators paste them (#18 item 5) ---
+_HEAD = ("[2026-05-09 09:16:44 TP0] Load weight begin. avail mem=46.62 GB\n[2026-05-09 09:16:59 TP0] Load weight end. "
+         "type=Qwen3_5ForConditionalGeneration, dtype=torch.bfloat16, avail mem=20.71 GB, mem usage=25.91 GB.\n")
+_OOM = ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+        "self.server_args.mem_fraction_static=0.85\n")
+
+
+def test_frames_pasted_flush_left_are_still_frames_and_their_source_lines_are_not_the_message():
+    text = _HEAD + ("Traceback (most recent call last):\n"
+                    'File "/v/sglang/srt/managers/scheduler.py", line 3188, in run_scheduler_process\n'
+                    "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n"
+                    'File "/v/sglang/srt/model_executor/model_runner_kv_cache_mixin.py", line 420, in init_memory_pool\n'
+                    "raise RuntimeError(\n" + _OOM)
+    r = SL.parse_log(text)
+    assert r["failure"]["kind"] == "kv_pool_oom" and r["facts"]["mem_fraction_static"] == 0.85
+    assert r["failure"]["message"].startswith("Not enough memory") and not r["failure"].get("inferred")
+
+
+@pytest.mark.parametrize("fragment", [
+    # starts mid-frame (no Traceback header)
+    '  File "/x/model_runner.py", line 390, in initialize\n    self.init_memory_pool(min_per_gpu_memory)\n'
+    '  File "/x/model_runner_kv_cache_mixin.py", line 420, in init_memory_pool\n    raise RuntimeError(\n' + _OOM,
+    # starts on a source line
+    '    self.init_memory_pool(min_per_gpu_memory)\n'
+    '  File "/x/model_runner_kv_cache_mixin.py", line 420, in init_memory_pool\n    raise RuntimeError(\n' + _OOM,
+])
+def test_a_headless_fragment_is_read_as_a_traceback(fragment):
+    r = SL.parse_log(fragment)
+    assert r["outcome"] == "failed" and r["failure"]["kind"] == "kv_pool_oom"
+    assert r["facts"]["mem_fraction_static"] == 0.85
+
+
+def test_a_headless_fragment_cut_before_its_exception_is_inferred_from_its_deepest_frame():
+    r = SL.parse_log('    self.init_memory_pool(min_per_gpu_memory)\n'
+                     '  File "/x/model_runner_kv_cache_mixin.py", line 420, in init_memory_pool\n')
+    assert r["failure"]["kind"] == "kv_pool_oom" and r["failure"]["inferred"] is True
+    assert "init_memory_pool" in r["failure"]["evidence"]
+
+
+@pytest.mark.parametrize("after", [
+    "\n$ nvidia-smi\nFri May  9 09:20:01 2026\n| NVIDIA-SMI 570.153.02    Driver Version: 570.153.02    CUDA Version: 12.8 |\n",
+    "root@ct129:~# tail -n 5 /var/log/sglang.log\n",                 # no blank line in between
+    "\nsome other program: it says things\n",
+])
+def test_another_programs_output_after_a_cut_traceback_ends_it_and_is_never_its_message(after):
+    text = _HEAD + ("[2026-05-09 09:17:01 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+                    '  File "/x/scheduler.py", line 3188, in run_scheduler_process\n'
+                    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank)\n"
+                    '  File "/x/model_runner.py", line 390, in initialize\n'
+                    "    self.init_memory_pool(min_per_gpu_memory)\n" + after)
+    f = SL.parse_log(text)["failure"]
+    assert f["kind"] == "kv_pool_oom" and f["inferred"] is True         # from the frame, not from the paste
+    assert "NVIDIA-SMI" not in f["message"] and "root@" not in f["message"] and "other program" not in f["message"]
+
+
+def test_after_the_exception_and_a_blank_line_other_output_is_not_a_continuation_but_a_chain_still_is():
+    chained = _HEAD + ("Traceback (most recent call last):\n  File \"/x/a.py\", line 1, in f\n    g()\n"
+                       "KeyError: 'x'\n\nDuring handling of the above exception, another exception occurred:\n\n"
+                       "Traceback (most recent call last):\n  File \"/x/model_runner_kv_cache_mixin.py\", line 420, "
+                       "in init_memory_pool\n    raise RuntimeError(\n" + _OOM)
+    assert SL.parse_log(chained)["failure"]["kind"] == "kv_pool_oom"
+    pasted = _HEAD + ("Traceback (most recent call last):\n  File \"/x/a.py\", line 1, in f\n    g()\n"
+                      "ValueError: bad thing\n\nwhoami\nroot\n")
+    f = SL.parse_log(pasted)["failure"]
+    assert f["message"] == "ValueError: bad thing" or f["message"].endswith("bad thing")
+    assert "whoami" not in f["message"] and "root" not in f["message"]
+
+
+def test_a_wrapped_line_is_joined_but_never_across_a_blank_line():
+    wrapped = _HEAD + ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+                       "self.server_\nargs.mem_fraction_static=0.85\n")
+    assert SL.parse_log(wrapped)["facts"]["mem_fraction_static"] == 0.85
+    apart = _HEAD + ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+                     "self.server_\n\nargs.mem_fraction_static=0.85\n")
+    r = SL.parse_log(apart)
+    assert r["failure"]["kind"] == "kv_pool_oom" and "mem_fraction_static" not in r["facts"]
