@@ -65,19 +65,48 @@ def _doc_options(path):
     raise AssertionError("no DOCUMENTATION in %s" % path)
 
 
-def test_the_pct_connection_documents_every_option_of_proxmox_pct_remote_it_extends():
-    """Its code is community.proxmox's and reads each of those options: the copied documentation must not drift."""
-    upstream = os.path.join(ROOT, "build", "collections", "ansible_collections", "community", "proxmox", "plugins",
-                            "connection", "proxmox_pct_remote.py")
-    if not os.path.exists(upstream):
-        pytest.fail("community.proxmox is not installed: run tests/ci/bootstrap.sh (make deps)")
+def test_the_pct_connection_documents_every_option_of_ansible_builtin_ssh_it_extends():
+    """Its code is ansible.builtin.ssh's and reads each of those options: the copied documentation must not drift;
+    it adds only the container (vmid) and how a non-root node user runs pct."""
+    from ansible.plugins.connection import ssh
     ours = _doc_options(os.path.join(ROOT, "plugins", "connection", "pct.py"))
-    theirs = _doc_options(upstream)
-    assert set(ours) - {"pipelining"} == set(theirs)
+    theirs = _doc_options(ssh.__file__)
+    assert set(ours) - {"vmid", "proxmox_become_method"} == set(theirs)
+
+    def core(doc):   # our copy says whose version each version_added is (ansible-core's, not this collection's)
+        if isinstance(doc, dict):
+            return dict((k, core(v)) for k, v in doc.items() if k != "version_added_collection")
+        if isinstance(doc, list):
+            return [core(v) for v in doc]
+        return doc
     for name, spec in theirs.items():
-        if name != "pty":
-            assert ours[name] == spec, name
-    assert ours["pty"]["default"] is False and ours["pipelining"]["default"] is True
+        assert core(ours[name]) == spec, name
+    assert ours["vmid"]["vars"] == [{"name": "proxmox_vmid"}] and ours["vmid"]["required"] is True
+
+
+def test_the_pct_connection_wraps_every_command_in_pct_exec_and_never_asks_for_a_tty():
+    """The command line the node's shell runs: pct exec <vmid> -- <what Ansible built>, with sudo only for a
+    non-root node user; exec_command passes sudoable=False so ssh never adds -tt around lxc-attach."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("pct_conn", os.path.join(ROOT, "plugins", "connection", "pct.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    opts = {"vmid": 129, "remote_user": "root", "proxmox_become_method": "sudo"}
+    conn = mod.Connection.__new__(mod.Connection)
+    conn.get_option = opts.get
+    assert conn._pct("/bin/sh -c 'echo ok'") == "/usr/sbin/pct exec 129 -- /bin/sh -c 'echo ok'"
+    opts["remote_user"] = "admin"
+    assert conn._pct("/bin/sh -c 'x'") == "sudo /usr/sbin/pct exec 129 -- /bin/sh -c 'x'"
+    seen = {}
+    base = mod.SshConnection.exec_command
+    try:
+        mod.SshConnection.exec_command = lambda self, cmd, in_data=None, sudoable=True: seen.update(
+            cmd=cmd, sudoable=sudoable) or (0, b"", b"")
+        opts["remote_user"] = "root"
+        conn.exec_command("/bin/sh -c 'true'", sudoable=True)
+    finally:
+        mod.SshConnection.exec_command = base
+    assert seen == {"cmd": "/usr/sbin/pct exec 129 -- /bin/sh -c 'true'", "sudoable": False}
 
 
 SECRET = ("_token", "_password", "_secret", "_ssh_key", "_api_key", "_environment", "_env")
