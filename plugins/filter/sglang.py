@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import (
     ArgvError, args_from_argv, is_loopback, server_argv, validate_args,
 )
+from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_hub import repo_id_problem
 from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import policy_versions, select_gpus
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import parse_log
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import systemd_exec_line
@@ -101,6 +102,11 @@ def apt_policy_versions(text, version=None):
     return policy_versions(text, version)
 
 
+def hf_repo_id_problem(repo_id):
+    """Why repo_id is not a Hub model id (the one rule hf_snapshot, the hf_model role and deploy.yml apply), or ''."""
+    return repo_id_problem(repo_id) or ""
+
+
 class FilterModule(object):
     def filters(self):
         return {"sglang_log": sglang_log, "sglang_argv": sglang_argv, "sglang_systemd_exec": sglang_systemd_exec,
@@ -108,4 +114,4 @@ class FilterModule(object):
                 "nvidia_select_gpus": nvidia_select_gpus, "nvidia_gpu_minors": nvidia_gpu_minors, "sglang_is_loopback": sglang_is_loopback,
                 "sglang_args_from_argv": sglang_args_from_argv,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,
-                "flash_attn_max_jobs": flash_attn_max_jobs}
+                "flash_attn_max_jobs": flash_attn_max_jobs, "hf_repo_id_problem": hf_repo_id_problem}

@@ -73,15 +73,21 @@ def parse(text):
     return opts
 
 
-def parse_property_string(value, default_key=None):
-    """``/dev/nvidia0,gid=44,mode=0666`` -> {"path": "/dev/nvidia0", "gid": "44", "mode": "0666"}."""
+def parse_property_string(value, default_key=None, flags=False):
+    """The one parser of Proxmox property strings (CT config files, the API's values):
+    ``/dev/nvidia0,gid=44,mode=0666`` -> {"path": "/dev/nvidia0", "gid": "44", "mode": "0666"}.
+
+    A part without ``=`` is the ``default_key``'s value (the first one only). Any other bare part is an error, or,
+    with ``flags=True`` (comparing what the API returns), a flag set to "1"."""
     out = {}
-    for part in [p for p in value.split(",") if p != ""]:
+    for part in [p for p in str(value).split(",") if p != ""]:
         if "=" in part:
             k, v = part.split("=", 1)
             out[k.strip()] = v.strip()
         elif default_key and default_key not in out:
             out[default_key] = part.strip()
+        elif flags:
+            out[part.strip()] = "1"
         else:
             raise PveConfError("%r: %r has no key (write key=value)" % (value, part))
     return out

@@ -13,6 +13,18 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
+try:
+    from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import parse_property_string
+except ImportError:  # imported by file path (unit tests, tools): the sibling file, still stdlib only
+    import importlib.util as _ilu
+    _spec = _ilu.spec_from_file_location(
+        "gpuserve_pve_conf", os.path.join(os.path.dirname(os.path.abspath(__file__)), "pve_conf.py"))
+    _mod = _ilu.module_from_spec(_spec)
+    _spec.loader.exec_module(_mod)
+    parse_property_string = _mod.parse_property_string
+
 # Options fixed at creation: an existing CT with another value is an error, never a silent re-create.
 CREATE_ONLY = ("ostemplate", "unprivileged", "storage", "arch")
 PROPERTY_STRINGS = {"net": "name", "features": None, "rootfs": "volume", "mp": "volume", "dev": "path"}
@@ -34,16 +46,8 @@ def _family(key):
 
 
 def parse_prop(value, default_key=None):
-    out = {}
-    for part in [p for p in str(value).split(",") if p]:
-        if "=" in part:
-            k, v = part.split("=", 1)
-            out[k] = v
-        elif default_key:
-            out[default_key] = part
-        else:
-            out[part] = "1"
-    return out
+    """A property string the API returned, as a dict (pve_conf.parse_property_string, bare flags allowed)."""
+    return parse_property_string(value, default_key, flags=True)
 
 
 def same(key, current, wanted):

@@ -166,7 +166,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import (
-    PveConfError, parse, set_options, set_raw_lines,
+    PveConfError, parse, parse_property_string, set_options, set_raw_lines,
 )
 
 
@@ -187,7 +187,7 @@ def plan_devices(opts, devices, owned):
         m = re.match(r"^dev(\d+)$", key)
         if m:
             current[int(m.group(1))] = value
-    path_of = dict((n, v.split(",")[0].replace("path=", "")) for n, v in current.items())
+    path_of = dict((n, parse_property_string(v, default_key="path").get("path", "")) for n, v in current.items())
     ours = dict((n, p) for n, p in path_of.items() if re.search(owned, p))
     wanted = [(d["path"], dev_value(d)) for d in devices]
     by_path = dict((p, n) for n, p in ours.items())

@@ -95,9 +95,11 @@ options:
         (filter C(gpuserve.sglang.sglang_systemd_exec)) and C(StandardOutput=append:<log_path>); this module writes
         the unit's O(env_file) (mode 0600). A failed or timed-out launch stops the unit, so a deterministic failure
         such as the memory-pool error never crash-loops.
+      - The default is V(systemd), what every role and playbook of this collection uses; V(process) is for hosts
+        without systemd (tests, a shell in a container).
     type: str
     choices: [process, systemd]
-    default: process
+    default: systemd
   unit:
     description: systemd unit for O(manager=systemd). Defaults to C(sglang-<name>.service).
     type: str
@@ -144,7 +146,7 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: SGLang serves Qwen3.6-27B on both GPUs
+- name: SGLang serves Qwen3.6-27B on both GPUs (the sglang-qwen unit the sglang_server role installs)
   gpuserve.sglang.sglang_server:
     name: qwen
     python: /opt/sglang/venv/bin/python
@@ -160,6 +162,13 @@ EXAMPLES = r"""
   gpuserve.sglang.sglang_server:
     name: qwen
     state: stopped
+
+- name: On a host without systemd (a plain container, a test machine) - a detached process with a state file
+  gpuserve.sglang.sglang_server:
+    name: qwen
+    manager: process
+    python: /opt/sglang/venv/bin/python
+    model_path: /srv/models/Qwen3.6-27B
 """
 
 RETURN = r"""
@@ -260,7 +269,7 @@ def main():
             allow_public_without_api_key=dict(type="bool", default=False),
             host=dict(type="str", default="127.0.0.1"),
             port=dict(type="int", default=30000),
-            manager=dict(type="str", default="process", choices=["process", "systemd"]),
+            manager=dict(type="str", default="systemd", choices=["process", "systemd"]),
             unit=dict(type="str"),
             env_file=dict(type="path"),
             log_path=dict(type="path"),

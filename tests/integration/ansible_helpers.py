@@ -128,10 +128,10 @@ def server(tmp_path):
     """Base args for sglang_server against the stand-in; stops whatever it started afterwards."""
     port = free_port()
     base = {
-        "name": "t%d" % port, "python": sys.executable, "model_path": "/srv/models/Llama-3.1-8B-Instruct",
+        "name": "t%d" % port, "manager": "process", "python": sys.executable, "model_path": "/srv/models/Llama-3.1-8B-Instruct",
         "port": port, "state_dir": str(tmp_path / "state"), "ready_timeout": 60, "health": "/health_generate",
         "public_env": {"PYTHONPATH": STANDIN, "SGLANG_STANDIN_SPEED": "40"},
     }
     yield base
-    stop = {"name": base["name"], "state": "stopped", "state_dir": base["state_dir"]}
+    stop = {"name": base["name"], "manager": "process", "state": "stopped", "state_dir": base["state_dir"]}
     run_module("gpuserve.sglang.sglang_server", stop)

@@ -38,12 +38,15 @@ def inventory(tmp_path, **ct):
 
 def test_a_bad_inventory_value_is_named_in_a_few_lines_and_nothing_runs(tmp_path):
     p = ansible_playbook("-i", inventory(tmp_path, proxmox_vmid="129; reboot", gpuserve_node="pve9",
-                                         sglang_server_args={"mem_fraction_static": 1.2}), PLAYBOOK)
+                                         sglang_server_args={"mem_fraction_static": 1.2},
+                                         hf_model_repo_id="Qwen/../etc"), PLAYBOOK)
     assert p.returncode != 0
     out = p.stdout
     assert "proxmox_vmid=129; reboot must be a Proxmox CT id, 100-999999999" in out
     assert "gpuserve_node=pve9 must name a host of group pve_nodes (pve1)" in out
     assert "sglang_server_args.mem_fraction_static=1.2: outside (0.0, 1.0)" in out
+    # the same repo-id rule as hf_snapshot's (filter hf_repo_id_problem), not a looser copy of it
+    assert "hf_model_repo_id='Qwen/../etc': expected <org>/<name>" in out
     assert "Nothing was changed." in out
     failed = out[out.index("fatal:"):out.index("PLAY RECAP")]
     assert len(failed.splitlines()) <= 12, failed          # a few lines, not an argument spec dump

@@ -104,3 +104,11 @@ def test_a_download_polled_more_than_600_times_finishes_with_progress(hub, tmp_p
     assert len(lines) >= 4 and len(set(lines)) == len(lines)   # bytes done / total / rate as it went, each new
     assert "8.0 of 8.0 MiB (100.0 %)" in lines[-1]
     assert "tiny-org/role-model@%s" % hub.sha in p.stdout
+
+
+def test_a_repo_id_the_hub_would_refuse_is_named_by_the_role_before_anything_is_written(hub, tmp_path):
+    p = play(hub, tmp_path, hf_model_repo_id="tiny-org/..")
+    assert p.returncode != 0
+    assert "hf_model_repo_id='tiny-org/..': expected <org>/<name>" in p.stdout
+    assert not (tmp_path / "model").exists()
+    assert all("tiny-org/.." not in str(r) for r in hub.requests)          # nothing was asked of the Hub

@@ -42,7 +42,8 @@ def test_ready_then_idempotent_then_restart_on_changed_args_then_stop(server):
     assert changed["changed"] is True and changed["status"] == "ready" and changed["pid"] != pid
     assert "--context-length" in changed["argv"] and "65536" in changed["argv"]
     assert not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split(") ")[1][0] == "Z"
-    stopped = run_module(M, {"name": server["name"], "state": "stopped", "state_dir": server["state_dir"]})
+    stopped = run_module(M, {"name": server["name"], "manager": "process", "state": "stopped",
+                             "state_dir": server["state_dir"]})
     assert stopped["changed"] is True and stopped["status"] == "stopped"
 
 

@@ -89,3 +89,17 @@ def test_devices_are_read_as_property_strings_and_a_bad_mode_is_named():
 def test_a_line_proxmox_would_refuse_is_named_with_its_number():
     with pytest.raises(PC.PveConfError, match=r"line 2: 'this is not an option'"):
         PC.parse("arch: amd64\nthis is not an option\n")
+
+
+def test_one_property_string_parser_for_config_files_and_api_values():
+    pc = load_module_util("pve_conf")
+    assert pc.parse_property_string("/dev/nvidia0,gid=44,mode=0666", default_key="path") == {
+        "path": "/dev/nvidia0", "gid": "44", "mode": "0666"}
+    assert pc.parse_property_string("path=/dev/nvidia1", default_key="path") == {"path": "/dev/nvidia1"}
+    with pytest.raises(pc.PveConfError, match="has no key"):
+        pc.parse_property_string("nesting=1,keyctl", default_key=None)           # a config file: strict
+    # what the API returns is compared leniently: a bare flag is a flag (pve_lxc uses this same parser)
+    assert pc.parse_property_string("nesting=1,keyctl", flags=True) == {"nesting": "1", "keyctl": "1"}
+    lxc = load_module_util("pve_lxc")
+    want = {"name": "eth0", "bridge": "vmbr0", "ip": "dhcp"}
+    assert lxc.parse_prop("name=eth0,bridge=vmbr0,ip=dhcp", "name") == want
