@@ -74,6 +74,33 @@ options:
     elements: str
     choices: [kv_pool_oom, headroom_oom, context_truncated]
     default: [kv_pool_oom]
+  goal:
+    description:
+      - Let the planner choose the server args for this goal instead of judging O(args) as written
+        (C(plugins/module_utils/sglang_tune.py)). V(fit) - the fewest, smallest changes that make SGLang start;
+        V(context) - the longest served context with O(min_requests) requests of it resident; V(concurrency) - the
+        most requests resident, each holding O(min_context) tokens; V(tokens) - the largest KV pool.
+      - Keys of O(args) are kept as given (except for V(fit), which exists to change them). The result is the plan
+        of the chosen args, plus RV(chosen_args), RV(changes) and RV(candidates).
+    type: str
+    choices: [fit, context, concurrency, tokens]
+  allow:
+    description: Quality-changing moves the search may make; without them it never makes them.
+    type: list
+    elements: str
+    choices: [no_speculation, fp8_kv_cache, bf16_mamba_state]
+    default: []
+  margin:
+    description: Headroom kept spare over its estimated need by every chosen configuration (0.05 = 5 %).
+    type: float
+    default: 0.05
+  min_context:
+    description: O(goal=concurrency) - the tokens each request must be able to hold (default the model's context).
+    type: int
+  min_requests:
+    description: O(goal=context) - how many requests of the chosen context must fit at once.
+    type: int
+    default: 1
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 notes:
@@ -106,6 +133,22 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+chosen_args:
+  description: O(goal) given - the complete server args the planner chose (O(args) with the search's changes).
+  returned: when goal is given
+  type: dict
+  sample: {tp_size: 2, speculative_algorithm: NEXTN, max_running_requests: 32}
+changes:
+  description: O(goal) given - what the search changed from O(args), each C({key, from, to, why}).
+  returned: when goal is given
+  type: list
+  elements: dict
+candidates:
+  description: O(goal) given - the ranked table compared, best first, each C({changes, max_total_num_tokens,
+    max_running_requests, context_length, headroom_left_gb, outcome, score}).
+  returned: when goal is given
+  type: list
+  elements: dict
 checkpoint_contradicts_config:
   description: True when the checkpoint's weights are less than half of what config.json's parameters take - the
     checkpoint is not the model the config describes; also in C(notes) and as a warning.
@@ -182,6 +225,18 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_memory import (
     PlanError, checkpoint_bytes, gpus_from_profile, plan,
 )
+from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_tune import TuneError, choose
+
+
+def _table(rows):
+    """The ranked candidates as a fixed-width table a person reads at a glance."""
+    out = ["%-4s %-62s %9s %6s %8s %7s %s" % ("rank", "changes", "tokens", "reqs", "context", "spare", "outcome")]
+    for i, r in enumerate(rows, 1):
+        delta = ", ".join("%s=%s" % (k, v) for k, v in sorted(r["changes"].items())) or "as given"
+        out.append("%-4d %-62s %9d %6d %8d %6.2fG %s" % (
+            i, delta[:62], r["max_total_num_tokens"], r["max_running_requests"], r["context_length"],
+            r["headroom_left_gb"], r["outcome"]))
+    return out
 
 
 def main():
@@ -197,6 +252,12 @@ def main():
             weights_bytes=dict(type="int"),
             fail_on=dict(type="list", elements="str", default=["kv_pool_oom"],
                          choices=["kv_pool_oom", "headroom_oom", "context_truncated"]),
+            goal=dict(type="str", choices=["fit", "context", "concurrency", "tokens"]),
+            allow=dict(type="list", elements="str", default=[],
+                       choices=["no_speculation", "fp8_kv_cache", "bf16_mamba_state"]),
+            margin=dict(type="float", default=0.05),
+            min_context=dict(type="int"),
+            min_requests=dict(type="int", default=1),
         ),
         mutually_exclusive=[("model_path", "model_config"), ("gpus", "gpu_profile")],
         required_one_of=[("model_path", "model_config"), ("gpus", "gpu_profile")],
@@ -223,6 +284,16 @@ def main():
         else:
             config = p["model_config"]
         gpus = p["gpus"] if p["gpus"] else gpus_from_profile(p["gpu_profile"], p["gpu_count"])
+        if p["goal"]:
+            try:
+                chosen = choose(config, gpus, p["goal"], p["args"], p["allow"], p["measured"], weights, p["margin"],
+                                p["min_context"], p["min_requests"])
+            except TuneError as exc:
+                module.fail_json(msg=str(exc))
+            result = plan(config, gpus, chosen["args"], measured=p["measured"], weights_bytes=weights)
+            result.update(chosen_args=chosen["args"], changes=chosen["changes"], candidates=chosen["candidates"],
+                          goal=p["goal"], explain=chosen["explain"] + _table(chosen["candidates"]) + result["explain"])
+            module.exit_json(changed=False, **result)
         result = plan(config, gpus, p["args"], measured=p["measured"], weights_bytes=weights)
         if result.get("sources", {}).get("weights_gb") == "checkpoint":
             by_config = plan(config, gpus, p["args"], measured=p["measured"])

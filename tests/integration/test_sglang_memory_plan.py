@@ -23,3 +23,21 @@ def test_a_tiny_checkpoint_under_a_big_config_is_flagged_not_planned_silently(tm
     assert r["checkpoint_contradicts_config"] is True
     assert any("far smaller than this config's parameters" in w for w in r["warnings"])
     assert any(line.startswith("note: the checkpoint's weights (0.00 GiB") for line in r["explain"])
+
+
+def test_the_module_chooses_args_for_a_goal_and_shows_the_table(tmp_path):
+    import json
+    with open(os.path.join(ROOT, "playbooks", "vars", "qwen3.6-27b.config.json")) as fh:
+        config = json.load(fh)
+    seed = {"tp_size": 2, "mem_fraction_static": 0.85, "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
+            "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4, "context_length": 262144}
+    measured = {"avail_mem_before_load_gb": 46.62, "weights_gb": 25.91, "avail_mem_after_load_gb": 20.71}
+    r = run_module(M, {"model_config": config, "gpu_profile": "rtx-a6000", "gpu_count": 2, "args": seed,
+                       "measured": measured, "goal": "fit"})
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["chosen_args"]["max_running_requests"] == 32 and r["outcome"] in ("fits", "context_truncated")
+    assert [c["key"] for c in r["changes"]] == ["max_running_requests"]
+    assert any(line.startswith("rank changes") for line in r["explain"])
+    none = run_module(M, {"model_config": config, "gpus": [{"name": "T4", "memory_total_mib": 15360}],
+                          "args": {}, "goal": "tokens"})
+    assert none["failed"] is True and "GPUs of this size) would" in none["msg"]

@@ -23,6 +23,34 @@ import scenarios  # noqa: E402
 import tables  # noqa: E402
 
 
+def load_tuner():
+    path = os.path.join(ROOT, "plugins", "module_utils", "sglang_tune.py")
+    spec = importlib.util.spec_from_file_location("gpuserve_sglang_tune", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def chosen_cases(todo, n):
+    """choose() on the first n scenarios' models and GPUs, one goal each: every configuration it picks is then
+    checked like a scenario (its own budget numbers as the measured ones)."""
+    tuner = load_tuner()
+    out, refused = [], 0
+    for i, (name, cfg, args, gpu, _m0, _m1) in enumerate(todo[:n]):
+        goal = tuner.GOALS[i % len(tuner.GOALS)]
+        keep = dict((k, v) for k, v in args.items() if k.startswith("speculative_") or k in ("enable_multimodal",))
+        gpus = [{"index": j, "memory_total_mib": gpu} for j in range(max(1, int(args.get("tp_size", 1))))]
+        try:
+            r = tuner.choose(cfg, gpus, goal, keep)
+        except (tuner.TuneError, tuner.PlanError):
+            refused += 1
+            continue
+        g = r["plan"]["per_gpu"][0]
+        m0 = g["avail_mem_before_load_gb"]
+        out.append(("chosen-%s-%s" % (goal, name), cfg, r["args"], gpu, m0, round(m0 - g["weights_gb"], 2)))
+    return out, refused
+
+
 def load_planner():
     path = os.path.join(ROOT, "plugins", "module_utils", "sglang_memory.py")
     spec = importlib.util.spec_from_file_location("gpuserve_sglang_memory", path)
@@ -155,6 +183,8 @@ def main():
         return self_test(oracle, site)
     planner = load_planner()
     todo = [s for s in scenarios.scenarios(a.n) if not a.only or s[0].startswith(a.only)]
+    chosen, unplaceable = chosen_cases(todo, 0 if a.only else 200)
+    todo = todo + chosen
     bad, refused, by_kind = [], 0, {}
     seen = {k: 0 for k in COVERAGE}
     for name, cfg, args, gpu, m0, m1 in todo:
@@ -175,6 +205,8 @@ def main():
     print("covered: " + ", ".join("%s %d" % (k, v) for k, v in seen.items()))
     print("sglang %s refused %d of the scenarios (the planner must refuse them too); %.1f s" % (
         oracle.version, refused, time.time() - t0))
+    print("choose: %d configurations the planner chose for a goal are among them (checked like the others); %d "
+          "models fit no configuration on their GPUs" % (len(chosen), unplaceable))
     table_lines, tables_ok = tables.check(site, planner)
     for line in table_lines:
         print(line)

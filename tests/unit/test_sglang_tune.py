@@ -1,0 +1,151 @@
+"""choose(): the planner picks the server args for a goal. Optimality against an independent brute force over the
+declared grid, the motivating case with its numbers, and bad input named."""
+import itertools
+import json
+import os
+
+import pytest
+
+from unit_helpers import FIXTURES, load_module_util
+
+ST = load_module_util("sglang_tune")
+SM = ST._sm
+A6000 = {"name": "NVIDIA RTX A6000", "memory_total_mib": 49140}
+H200 = {"name": "NVIDIA H200", "memory_total_mib": 143771}
+L40S = {"name": "NVIDIA L40S", "memory_total_mib": 46068}
+
+
+def cfg(name):
+    with open(os.path.join(FIXTURES, "model_configs", name + ".json")) as fh:
+        return json.load(fh)
+
+
+def gpus(kind, n):
+    return [dict(kind, index=i) for i in range(n)]
+
+
+SMALL_GRID = {"tp_size": (1, 2, 4, 8), "mem_fraction_static": tuple(round(0.60 + 0.02 * i, 2) for i in range(18)),
+              "max_running_requests": (None, 1, 8, 48, 256), "chunked_prefill_size": (None, 2048),
+              "cuda_graph_max_bs": (None, 8), "speculative_steps": ((3, 1, 4), (1, 1, 2))}
+
+
+def brute_force(config, g, goal, args, min_context=None, min_requests=1, margin=0.05):
+    """Every combination of the grid through plan(), nothing pruned: the best score for the goal."""
+    model = SM.Model(config)
+    min_context = min_context or model.context_len
+    best = None
+    specs = [None] if not args.get("speculative_algorithm") else list(ST.GRID["speculative_steps"])
+    for tp, mfs, mrr, chunk, gbs, sp in itertools.product(
+            ST.GRID["tp_size"], (None,) + ST.GRID["mem_fraction_static"], ST.GRID["max_running_requests"],
+            ST.GRID["chunked_prefill_size"], ST.GRID["cuda_graph_max_bs"], specs):
+        if tp > len(g) or model.heads % tp or not (model.mla or model.kv_heads % tp == 0 or tp % model.kv_heads == 0):
+            continue
+        a = dict(args, tp_size=tp)
+        for key, value in (("mem_fraction_static", mfs), ("max_running_requests", mrr),
+                           ("chunked_prefill_size", chunk), ("cuda_graph_max_bs", gbs)):
+            if value is not None:
+                a[key] = value
+        if sp:
+            a.update(zip(("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"), sp))
+        if goal == "concurrency":
+            a["context_length"] = min_context
+        try:
+            p = SM.plan(config, g, a, _fixes=False)
+        except SM.PlanError:
+            continue
+        h = p["per_gpu"][0]
+        if h["headroom_gb"] < h["headroom_need_gb"] * (1 + margin):
+            continue
+        if p["outcome"] not in (("fits", "context_truncated") if goal == "tokens" else ("fits",)):
+            continue
+        score = p["max_total_num_tokens"] if goal == "tokens" else min(
+            p["max_running_requests"], p["max_total_num_tokens"] // min_context)
+        best = score if best is None else max(best, score)
+    return best
+
+
+CASES = [("llama-3.1-8b", A6000, 1, {}), ("llama-3.1-8b", L40S, 2, {}), ("qwen3-32b", A6000, 2, {}),
+         ("qwen3-32b", L40S, 4, {}), ("qwen3-next-80b-a3b", H200, 2, {}), ("qwen3-next-80b-a3b", H200, 4,
+                                                                           {"speculative_algorithm": "NEXTN"}),
+         ("qwen3.6-27b", A6000, 2, {"speculative_algorithm": "NEXTN"}), ("deepseek-v3", H200, 8, {})]
+
+
+@pytest.mark.parametrize("goal", ["tokens", "concurrency"])
+@pytest.mark.parametrize("name,gpu,n,args", CASES)
+def test_choose_finds_what_a_brute_force_over_the_grid_finds(monkeypatch, name, gpu, n, args, goal):
+    monkeypatch.setattr(ST, "GRID", SMALL_GRID)
+    config = cfg(name)
+    min_context = 8192 if goal == "concurrency" else None
+    want = brute_force(config, gpus(gpu, n), goal, args, min_context=min_context)
+    if want is None:
+        with pytest.raises(ST.TuneError):
+            ST.choose(config, gpus(gpu, n), goal, args, min_context=min_context)
+        return
+    got = ST.choose(config, gpus(gpu, n), goal, args, min_context=min_context)
+    assert got["candidates"][0]["score"] == want
+    assert got["plan"]["outcome"] in ("fits", "context_truncated")
+    # what choose returns is what plan() says of its args
+    again = SM.plan(config, gpus(gpu, n), got["args"], _fixes=False)
+    assert again["max_total_num_tokens"] == got["plan"]["max_total_num_tokens"]
+
+
+# --- the motivating case: Qwen3.6-27B with NEXTN on 2x RTX A6000 ---
+QWEN = cfg("qwen3.6-27b")
+SEED = {"tp_size": 2, "mem_fraction_static": 0.85, "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
+        "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4, "context_length": 262144}
+MEASURED = {"avail_mem_before_load_gb": 46.62, "weights_gb": 25.91, "avail_mem_after_load_gb": 20.71}
+
+
+def test_fit_changes_one_thing_and_the_smallest_that_works():
+    # the seed fails (48 requests x 4 draft tokens of verify state); fewer running requests is the one change: 32 is
+    # the smallest move that starts (the pool then holds 73638 tokens: context_truncated, but SGLang starts)
+    assert SM.plan(QWEN, gpus(A6000, 2), SEED, measured=MEASURED)["outcome"] == "kv_pool_oom"
+    r = ST.choose(QWEN, gpus(A6000, 2), "fit", SEED, measured=MEASURED)
+    assert [c["key"] for c in r["changes"]] == ["max_running_requests"] and r["args"]["max_running_requests"] == 32
+    assert r["plan"]["max_total_num_tokens"] == 73638 and r["plan"]["outcome"] == "context_truncated"
+    # and 48 (the default the seed ran with) does not start: 32 is the smallest move, not an arbitrary one
+    assert SM.plan(QWEN, gpus(A6000, 2), dict(SEED, max_running_requests=48), measured=MEASURED)["outcome"] == \
+        "kv_pool_oom"
+
+
+def test_context_concurrency_and_tokens_for_the_motivating_case():
+    base = {"speculative_algorithm": "NEXTN"}
+    ctx = ST.choose(QWEN, gpus(A6000, 2), "context", base, min_requests=4)
+    # 4 requests of 126496 tokens = 505984 = the pool: the longest context 4 requests hold at once
+    assert ctx["args"]["context_length"] == 126496 and ctx["plan"]["max_total_num_tokens"] >= 4 * 126496
+    assert ctx["plan"]["max_running_requests"] >= 4
+    conc = ST.choose(QWEN, gpus(A6000, 2), "concurrency", base, min_context=32768)
+    assert conc["args"]["context_length"] == 32768
+    resident = min(conc["plan"]["max_running_requests"], conc["plan"]["max_total_num_tokens"] // 32768)
+    assert resident == conc["candidates"][0]["score"] == 13
+    tok = ST.choose(QWEN, gpus(A6000, 2), "tokens", base)
+    assert tok["plan"]["max_total_num_tokens"] == 521222 and tok["args"]["mem_fraction_static"] == 0.89
+    # one step further and the headroom no longer covers its need with the 5 % margin
+    over = SM.plan(QWEN, gpus(A6000, 2), dict(tok["args"], mem_fraction_static=0.90), _fixes=False)["per_gpu"][0]
+    assert over["headroom_gb"] < over["headroom_need_gb"] * 1.05
+    assert tok["explain"][1].startswith("chosen: ") and any(line.startswith("runner-up: ") for line in tok["explain"])
+
+
+def test_explicit_args_win_over_the_search_unless_the_goal_is_fit():
+    r = ST.choose(QWEN, gpus(A6000, 2), "tokens", {"speculative_algorithm": "NEXTN", "max_running_requests": 8})
+    assert r["args"]["max_running_requests"] == 8
+
+
+def test_nothing_fits_names_the_smallest_tp_size_that_would():
+    # Qwen3-32B in bf16 is about 65 GB: 4 x 15 GiB leaves no pool (16.4 GB of weights per GPU), 8 do
+    with pytest.raises(ST.TuneError, match=r"tp_size=8 \(8 GPUs of this size\) would"):
+        ST.choose(cfg("qwen3-32b"), gpus({"name": "T4", "memory_total_mib": 15360}, 2), "tokens", {})
+
+
+@pytest.mark.parametrize("kw,says", [
+    ({"goal": "speed"}, "goal='speed': choose one of fit, context, concurrency, tokens"),
+    ({"min_context": 10 ** 7}, "min_context=10000000 is longer than the model's context 262144"),
+    ({"allow": ("fp8", "no_speculation")}, "unknown word(s) ['fp8']"),
+    ({"gpus": [A6000, H200]}, "GPUs of mixed sizes (49140, 143771 MiB)"),
+])
+def test_bad_input_is_named(kw, says):
+    call = dict(config=QWEN, gpus=gpus(A6000, 2), goal="tokens", args={})
+    call.update(kw)
+    with pytest.raises(ST.TuneError) as e:
+        ST.choose(**call)
+    assert says in str(e.value)
