@@ -29,14 +29,8 @@ import tempfile
 import threading
 import time
 
-try:  # Python 3
-    from http.client import HTTPConnection, HTTPException, HTTPSConnection
-    from urllib.parse import quote, urlsplit
-except ImportError:  # pragma: no cover  (Python 2 is not a target; keeps the sanity import test quiet)
-    HTTPConnection = HTTPSConnection = quote = urlsplit = None
-
-    class HTTPException(Exception):
-        pass
+from http.client import HTTPConnection, HTTPException, HTTPSConnection
+from urllib.parse import quote, urlsplit
 
 MANIFEST = ".gpuserve-snapshot.json"
 PROGRESS = ".gpuserve-progress.json"

@@ -111,7 +111,6 @@ _RE_ARGPARSE = re.compile(r"(?:launch_server\.py|__main__\.py|sglang\S*): error:
 _RE_DEAD = re.compile(r"Rank (\d+) scheduler (?:is dead|died during initialization)(?:.*?exit code: (-?\d+))?")
 _RE_EXITCODE = re.compile(r"^Exit code: (-?\d+)")
 _RE_ARCH = re.compile(r"Model architectures? (\[[^\]]{0,300}\]|\S+) (?:are|is) not supported|has no SGlang implementation")
-_RE_DIVISIBLE = re.compile(r"(\d+) is not divisible by (\d+)")
 # model_runner_kv_cache_mixin (0.4.x to 0.5.9): the user's --max-total-tokens above what the memory profile allows
 _RE_PROFILED = re.compile(r"max_total_tokens=(-?\d+) is larger than the profiled value (-?\d+)")
 _RE_HTTP_STATUS = re.compile(r"\b(401|403|404)\b")
@@ -137,7 +136,6 @@ _MODEL_MARKERS = ("is not a local folder and is not a valid model identifier", "
                   "Repository Not Found", "does not appear to have a file named config.json",
                   "Can't load the configuration of", "LocalEntryNotFoundError", "Incorrect path_or_model_id",
                   "EntryNotFoundError", "No such file or directory: '", "HFValidationError")
-_TP_FRAMES = ("ensure_divisibility", "divide")
 _MEMPOOL_FRAMES = ("init_memory_pool", "profile_max_num_token", "handle_max_mamba_cache")
 _LOAD_FRAMES = ("load_model", "load_weights", "load_weights_and_postprocess", "_load_weights", "weight_loader")
 _GRAPH_FRAMES = ("init_device_graphs", "capture", "capture_one_batch_size", "init_cuda_graphs")

@@ -58,10 +58,6 @@ _DTYPE_BYTES = {
     "float32": 4, "float": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "half": 2, "fp16": 2,
     "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8": 1, "fp4_e2m1": 0.5,
 }
-_ST_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-             "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "U16": 2, "U32": 4, "U64": 8, "F4": 0.5}
-
-
 # memory.total in MiB as nvidia-smi reports it, for planning without the hardware at hand
 GPU_PROFILES = {
     "rtx-a6000": ("NVIDIA RTX A6000", 49140),

@@ -26,11 +26,7 @@ import subprocess
 import time
 import uuid
 
-try:
-    from http.client import HTTPConnection, HTTPException
-except ImportError:  # pragma: no cover  (Python 2 targets are not supported)
-    HTTPConnection = None
-    HTTPException = Exception
+from http.client import HTTPConnection, HTTPException
 
 try:
     from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import LogParser, redact

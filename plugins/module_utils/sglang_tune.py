@@ -65,9 +65,10 @@ def _valid_tp(model, n):
     return model.heads % n == 0 and (model.mla or model.kv_heads % n == 0 or n % model.kv_heads == 0)
 
 
-def _variants(model, args, allow, goal):
-    """Every non-fraction combination of the grid, as args dicts (explicit keys fixed unless goal is fit)."""
-    fixed = set(args) if goal != "fit" else set()
+def _variants(model, args, allow, goal, keep=None):
+    """Every non-fraction combination of the grid, as args dicts (explicit keys fixed unless goal is fit, or the
+    keys of ``keep`` when given)."""
+    fixed = set(keep) if keep is not None else (set(args) if goal != "fit" else set())
     spec = args.get("speculative_algorithm")
     specs = [None]
     if spec:
@@ -125,6 +126,7 @@ class _Search(object):
         self.model = _sm.Model(config)
         self.base_tp = int(args.get("tp_size") or 1)
         self.seen = {}
+        self.keep = None
 
     def judge(self, a):
         """(plan or None, acceptable) for one args dict (memoised)."""
@@ -154,11 +156,14 @@ class _Search(object):
             a["context_length"] = self.min_context
         return a
 
+    def fraction_fixed(self, a):
+        return "mem_fraction_static" in a and (self.goal != "fit" or "mem_fraction_static" in (self.keep or ()))
+
     def best_fraction(self, a):
         """The largest fraction of the grid SGLang starts with (more pool, less headroom: one search per variant);
         SGLang's own automatic fraction is a candidate too, and an explicit fraction is kept as given."""
         found = []
-        if "mem_fraction_static" in a and self.goal != "fit":
+        if self.fraction_fixed(a):
             p, ok = self.judge(a)
             return [(a, p)] if ok else []
         auto = dict(a)
@@ -277,8 +282,9 @@ def _why(key, old, new, goal=None):
 
 
 def choose(config, gpus, goal, args=None, allow=(), measured=None, weights_bytes=None, margin=0.05,
-           min_context=None, min_requests=1):
-    """The best SGLang 0.5.9 server args for ``goal`` on ``gpus``; see the module docstring."""
+           min_context=None, min_requests=1, keep=None):
+    """The best SGLang 0.5.9 server args for ``goal`` on ``gpus``; see the module docstring. ``keep``: keys of
+    ``args`` the search never changes (default: all of them, except for goal fit)."""
     args = dict(args or {})
     if goal not in GOALS:
         raise TuneError("goal=%r: choose one of %s" % (goal, ", ".join(GOALS)))
@@ -302,8 +308,11 @@ def choose(config, gpus, goal, args=None, allow=(), measured=None, weights_bytes
         raise TuneError("min_requests=%s: at least 1" % min_requests)
     s = _Search(config, gpus, goal, args, tuple(allow), measured, weights_bytes, float(margin), min_context,
                 int(min_requests))
+    s.keep = keep
+    if goal == "concurrency" and keep is not None and "context_length" in keep:
+        raise TuneError("goal=concurrency sets context_length to min_context: do not also fix context_length")
     rows = []
-    for variant in _variants(model, args, allow, goal):
+    for variant in _variants(model, args, allow, goal, keep):
         tp = int(variant.get("tp_size") or 1)
         if tp > len(gpus) or not _valid_tp(model, tp):
             continue

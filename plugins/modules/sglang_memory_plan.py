@@ -101,6 +101,12 @@ options:
     description: O(goal=context) - how many requests of the chosen context must fit at once.
     type: int
     default: 1
+  keep:
+    description:
+      - Keys of O(args) the search never changes (the role passes the operator's own keys). Default - every key of
+        O(args), except for O(goal=fit).
+    type: list
+    elements: str
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 notes:
@@ -258,6 +264,7 @@ def main():
             margin=dict(type="float", default=0.05),
             min_context=dict(type="int"),
             min_requests=dict(type="int", default=1),
+            keep=dict(type="list", elements="str"),
         ),
         mutually_exclusive=[("model_path", "model_config"), ("gpus", "gpu_profile")],
         required_one_of=[("model_path", "model_config"), ("gpus", "gpu_profile")],
@@ -287,7 +294,7 @@ def main():
         if p["goal"]:
             try:
                 chosen = choose(config, gpus, p["goal"], p["args"], p["allow"], p["measured"], weights, p["margin"],
-                                p["min_context"], p["min_requests"])
+                                p["min_context"], p["min_requests"], p["keep"])
             except TuneError as exc:
                 module.fail_json(msg=str(exc))
             result = plan(config, gpus, chosen["args"], measured=p["measured"], weights_bytes=weights)

@@ -121,3 +121,32 @@ def test_every_secret_variable_is_no_log_in_the_argument_spec(role):
             if name.endswith(SECRET) and not name.endswith(("_token_id", "_token_file", "public_env", "_without_api_key",
                                                             "public_environment")):
                 assert opt.get("no_log") is True, "%s (%s): a secret must be no_log" % (name, entry)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_entry_point_is_specified_and_agrees_with_the_defaults(role):
+    """Not only main: each entry point (tasks_from) has its spec, each spec its tasks file, and an option a spec
+    shares with defaults/main.yml has the same default there."""
+    specs = load(role, "meta", "argument_specs.yml")["argument_specs"]
+    defaults = load(role, "defaults", "main.yml")
+    for entry, spec in specs.items():
+        assert os.path.exists(os.path.join(ROOT, "roles", role, "tasks", entry + ".yml")), "%s: no tasks/%s.yml" % (
+            role, entry)
+        assert spec.get("short_description"), "%s %s: no short_description" % (role, entry)
+        for name, opt in (spec.get("options") or {}).items():
+            assert opt.get("description"), "%s %s: %s has no description" % (role, entry, name)
+            if name in defaults and not opt.get("required"):
+                assert opt.get("default") == defaults[name], "%s %s: %s's default differs from defaults/main.yml" % (
+                    role, entry, name)
+    used = set()
+    for path in glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml")) + glob.glob(
+            os.path.join(ROOT, "playbooks", "*.yml")) + glob.glob(os.path.join(ROOT, "roles", "*", "molecule", "*",
+                                                                               "*.yml")):
+        with open(path) as fh:
+            text = fh.read()
+        if "gpuserve.sglang.%s" % role in text or "name: %s" % role in text:
+            used.update(__import__("re").findall(r"tasks_from:\s*([\w-]+)", text))
+    own = set(os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(ROOT, "roles", role, "tasks",
+                                                                                         "*.yml")))
+    for entry in used & own:
+        assert entry in specs, "%s: tasks_from %s has no argument spec" % (role, entry)
