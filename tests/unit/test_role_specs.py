@@ -1,6 +1,7 @@
 """Every role's defaults/main.yml and meta/argument_specs.yml list the same knobs with the same defaults."""
 import glob
 import os
+import re
 
 import pytest
 import yaml
@@ -139,14 +140,14 @@ def test_every_entry_point_is_specified_and_agrees_with_the_defaults(role):
                 assert opt.get("default") == defaults[name], "%s %s: %s's default differs from defaults/main.yml" % (
                     role, entry, name)
     used = set()
-    for path in glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml")) + glob.glob(
-            os.path.join(ROOT, "playbooks", "*.yml")) + glob.glob(os.path.join(ROOT, "roles", "*", "molecule", "*",
-                                                                               "*.yml")):
+    paths = (glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml")) + glob.glob(os.path.join(ROOT, "playbooks", "*.yml"))
+             + glob.glob(os.path.join(ROOT, "roles", "*", "molecule", "*", "*.yml")))
+    for path in paths:
         with open(path) as fh:
             text = fh.read()
         if "gpuserve.sglang.%s" % role in text or "name: %s" % role in text:
-            used.update(__import__("re").findall(r"tasks_from:\s*([\w-]+)", text))
-    own = set(os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(ROOT, "roles", role, "tasks",
-                                                                                         "*.yml")))
+            used.update(re.findall(r"tasks_from:\s*([\w-]+)", text))
+    tasks = glob.glob(os.path.join(ROOT, "roles", role, "tasks", "*.yml"))
+    own = set(os.path.splitext(os.path.basename(p))[0] for p in tasks)
     for entry in used & own:
         assert entry in specs, "%s: tasks_from %s has no argument spec" % (role, entry)
