@@ -248,6 +248,9 @@ def hub_stop():
             pid = json.load(fh)["pid"]
         os.kill(pid, signal.SIGTERM)
         log("stopped the local Hub (pid %d)" % pid)
+        for _ in range(50):            # gone (and its port free) before anything starts another
+            time.sleep(0.1)
+            os.kill(pid, 0)
     except (OSError, ValueError, KeyError):
         pass
     shutil.rmtree(HUB_DIR, ignore_errors=True)
@@ -261,6 +264,16 @@ def hub_start():
         log("no local Hub: %s is missing (tests/ci/bootstrap.sh installs it)" % OLAH)
         return None
     gateway = HOST_IP.rsplit(".", 1)[0] + ".1"
+    probe = socket.socket()
+    probe.settimeout(2)
+    try:
+        # the lab has one fixed address: a Hub another checkout's lab left running holds the port (say so, rather
+        # than waiting a minute for ours to come up)
+        if probe.connect_ex((gateway, 8091)) == 0:
+            sys.exit("lab: %s:8091 is already served - another lab (a second checkout's `lab.py up`) is running; run "
+                     "`python3 tests/lab/lab.py down` there first (one lab at a time)" % gateway)
+    finally:
+        probe.close()
     os.makedirs(HUB_DIR)
     with open(os.path.join(HUB_DIR, "serve.log"), "w") as out:
         subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "lab", "local_hub.py"), "serve", "--workdir", HUB_DIR,
