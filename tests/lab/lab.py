@@ -248,7 +248,7 @@ def hub_stop():
             pid = json.load(fh)["pid"]
         os.kill(pid, signal.SIGTERM)
         log("stopped the local Hub (pid %d)" % pid)
-        for _ in range(50):            # gone (and its port free) before anything starts another
+        for _wait in range(50):        # gone (and its port free) before anything starts another
             time.sleep(0.1)
             os.kill(pid, 0)
     except (OSError, ValueError, KeyError):

@@ -149,3 +149,57 @@ def test_bad_input_is_named(kw, says):
     with pytest.raises(ST.TuneError) as e:
         ST.choose(**call)
     assert says in str(e.value)
+
+
+def brute_force_context(config, g, args, min_requests, margin=0.05):
+    """goal context by brute force: every combination of the grid, the context min(model's, tokens // requests)
+    that many requests hold - kept when SGLang starts with it, its headroom holds and that many may run at once."""
+    model = SM.Model(config)
+    best = None
+    specs = [None] if not args.get("speculative_algorithm") else list(ST.GRID["speculative_steps"])
+    for tp, mfs, mrr, chunk, gbs, sp in itertools.product(
+            ST.GRID["tp_size"], (None,) + ST.GRID["mem_fraction_static"], ST.GRID["max_running_requests"],
+            ST.GRID["chunked_prefill_size"], ST.GRID["cuda_graph_max_bs"], specs):
+        if tp > len(g) or model.heads % tp or not (model.mla or model.kv_heads % tp == 0 or tp % model.kv_heads == 0):
+            continue
+        a = dict(args, tp_size=tp)
+        for key, value in (("mem_fraction_static", mfs), ("max_running_requests", mrr),
+                           ("chunked_prefill_size", chunk), ("cuda_graph_max_bs", gbs)):
+            if value is not None:
+                a[key] = value
+        if sp:
+            a.update(zip(("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"), sp))
+        try:
+            first = SM.plan(config, g, a, _fixes=False)
+            c = min(model.context_len, first["max_total_num_tokens"] // min_requests)
+            if c < 1:
+                continue
+            p = SM.plan(config, g, dict(a, context_length=c), _fixes=False)
+        except SM.PlanError:
+            continue
+        h = p["per_gpu"][0]
+        if p["outcome"] == "fits" and h["headroom_gb"] >= h["headroom_need_gb"] * (1 + margin) and \
+                p["max_running_requests"] >= min_requests and p["max_total_num_tokens"] >= c * min_requests:
+            best = c if best is None else max(best, c)
+    return best
+
+
+@pytest.mark.parametrize("min_requests", [1, 4])
+@pytest.mark.parametrize("name,gpu,n,args", [CASES[0], CASES[2], CASES[4], CASES[6]])
+def test_goal_context_is_at_least_what_a_brute_force_finds_and_always_valid(monkeypatch, name, gpu, n, args,
+                                                                            min_requests):
+    """choose may also shorten a context whose headroom fails (the brute force only tries the longest), so its
+    answer is at least as long; and what it answers holds: SGLang starts, min_requests of it fit and may run."""
+    monkeypatch.setattr(ST, "GRID", SMALL_GRID)
+    config = cfg(name)
+    want = brute_force_context(config, gpus(gpu, n), args, min_requests)
+    try:
+        got = ST.choose(config, gpus(gpu, n), "context", args, min_requests=min_requests)
+    except ST.TuneError:
+        assert want is None
+        return
+    c = got["plan"]["context_length"]
+    assert want is None or c >= want
+    p = SM.plan(config, gpus(gpu, n), got["args"], _fixes=False)
+    assert p["outcome"] == "fits" and p["max_total_num_tokens"] >= c * min_requests
+    assert p["max_running_requests"] >= min_requests
