@@ -77,6 +77,8 @@ _RE_LOAD_END = re.compile(r"Load weight end\..*?avail mem=" + _NUM + r" ?GB(?:, 
 # 0.4.3 prints no #tokens; 0.4.6 on print them first
 _RE_KV = re.compile(r"KV Cache is allocated\.(?: #tokens: (\d+),)? (?:K size: " + _NUM + r" ?GB, V size: "
                     + _NUM + r" ?GB|KV size: " + _NUM + r" ?GB)")
+_RE_KV_TOKENS = re.compile(r"#tokens: (\d+)")
+_RE_KV_SIZES = re.compile(r"\bK size: " + _NUM + r" ?GB, V size: " + _NUM + r" ?GB|\bKV size: " + _NUM + r" ?GB")
 # 0.5.3 prints no max_mamba_cache_size
 _RE_MAMBA = re.compile(r"Mamba Cache is allocated\.(?: max_mamba_cache_size: (\d+),)? conv_state size: " + _NUM
                        + r" ?GB, ssm_state size: " + _NUM + r" ?GB(?:.*?intermediate_ssm_state_cache size: "
@@ -110,7 +112,9 @@ _RE_NO_MODULE = re.compile(r"No module named '([^']{1,200})'")
 _RE_ARGPARSE = re.compile(r"(?:launch_server\.py|__main__\.py|sglang\S*): error: (.*)$")
 _RE_DEAD = re.compile(r"Rank (\d+) scheduler (?:is dead|died during initialization)(?:.*?exit code: (-?\d+))?")
 _RE_EXITCODE = re.compile(r"^Exit code: (-?\d+)")
-_RE_ARCH = re.compile(r"Model architectures? (\[[^\]]{0,300}\]|\S+) (?:are|is) not supported|has no SGlang implementation")
+# 0.4.0 on: "Model architectures [...] are not supported for now"; 0.3.x: "Unsupported architectures: X. Supported list"
+_RE_ARCH = re.compile(r"Model architectures? (\[[^\]]{0,300}\]|\S+) (?:are|is) not supported|has no SGlang implementation"
+                      r"|Unsupported architectures?: (\S{1,300})\. Supported list")
 # model_runner_kv_cache_mixin (0.4.x to 0.5.9): the user's --max-total-tokens above what the memory profile allows
 _RE_PROFILED = re.compile(r"max_total_tokens=(-?\d+) is larger than the profiled value (-?\d+)")
 _RE_HTTP_STATUS = re.compile(r"\b(401|403|404)\b")
@@ -571,16 +575,18 @@ class LogParser(object):
             return
         if c0 == "K" and msg.startswith("KV Cache is allocated"):
             self._advance("memory_pool")
-            mm = _RE_KV.search(msg)
-            if mm and self._load_begins.get(rank or "main", 0) <= 1:
-                if mm.group(1) is not None:
-                    self._fact(rank, "kv_tokens", int(mm.group(1)))
-                if mm.group(2) is not None:
-                    self._fact(rank, "k_size_gb", float(mm.group(2)))
-                    self._fact(rank, "v_size_gb", float(mm.group(3)))
-                else:
-                    self._fact(rank, "k_size_gb", float(mm.group(4)))
-                    self._fact(rank, "kv_size_gb", float(mm.group(4)))
+            # the fields are read one by one: a release that adds one (a dtype before the count) changes nothing
+            tm = _RE_KV_TOKENS.search(msg)
+            sm = _RE_KV_SIZES.search(msg)
+            if (tm or sm) and self._load_begins.get(rank or "main", 0) <= 1:
+                if tm:
+                    self._fact(rank, "kv_tokens", int(tm.group(1)))
+                if sm and sm.group(1) is not None:
+                    self._fact(rank, "k_size_gb", float(sm.group(1)))
+                    self._fact(rank, "v_size_gb", float(sm.group(2)))
+                elif sm:
+                    self._fact(rank, "k_size_gb", float(sm.group(3)))
+                    self._fact(rank, "kv_size_gb", float(sm.group(3)))
             return
         if c0 == "M":
             if msg.startswith("Mamba Cache is allocated"):

@@ -481,3 +481,17 @@ def test_a_wrapped_line_is_joined_but_never_across_a_blank_line():
                      "self.server_\n\nargs.mem_fraction_static=0.85\n")
     r = SL.parse_log(apart)
     assert r["failure"]["kind"] == "kv_pool_oom" and "mem_fraction_static" not in r["facts"]
+
+
+def test_a_kv_allocation_line_with_a_field_added_before_the_count_is_read_field_by_field():
+    text = ("[2026-05-09 09:16:59 TP0] KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 412345, "
+            "K size: 9.44 GB, V size: 9.44 GB, layers: 64\n")
+    facts = SL.parse_log(text)["facts"]
+    assert (facts["kv_tokens"], facts["k_size_gb"], facts["v_size_gb"]) == (412345, 9.44, 9.44)
+
+
+def test_the_0_3_x_unsupported_architecture_error_is_unsupported_model():
+    # sglang 0.3.6 model_loader: f"Unsupported architectures: {model_arch}. Supported list: {...}" (ValueError)
+    r = SL.parse_log("Traceback (most recent call last):\n  File \"/x/model_loader.py\", line 1, in load_model_cls_srt\n"
+                     "ValueError: Unsupported architectures: FooForCausalLM. Supported list: ['LlamaForCausalLM']\n")
+    assert r["failure"]["kind"] == "unsupported_model"

@@ -1,5 +1,5 @@
 """Fixtures generated from tests/wording/table.json - the wording of every line the parser reads, as each SGLang
-release from 0.4.0 to 0.5.23 prints it (extracted from the releases' own source by tests/wording/wording.py).
+release from 0.3.6 to 0.5.23 prints it (extracted from the releases' own source by tests/wording/wording.py).
 Every wording of every release becomes a log line with its placeholders filled, and parse_log must read it."""
 import json
 import os
@@ -13,11 +13,12 @@ SL = load_module_util("sglang_log")
 TABLE = os.path.join(ROOT, "tests", "wording", "table.json")
 with open(TABLE) as _f:
     WORDING = json.load(_f)
-RELEASES = ("0.4.0", "0.4.3", "0.4.6", "0.4.9", "0.5.1", "0.5.3", "0.5.6", "0.5.9", "0.5.23")
+RELEASES = ("0.3.6", "0.4.0", "0.4.3", "0.4.6", "0.4.9", "0.5.1", "0.5.3", "0.5.6", "0.5.9", "0.5.23")
 
 # a value for each placeholder, by what its expression names (the table keeps SGLang's expressions)
 _SAMPLES = (
     ("architectures", "['FooForCausalLM']"), ("all_supported_archs", "dict_keys(['LlamaForCausalLM'])"),
+    ("model_arch", "FooForCausalLM"), ("model_arch_name_to_cls", "['LlamaForCausalLM', 'MistralForCausalLM']"),
     ("__name__", "LlamaForCausalLM"), ("dtype", "torch.bfloat16"), ("quant_str", ""),
     ("mem_fraction_static", 0.85), ("suggested_mem_fraction_static", 0.912), ("minimum_mem_fraction_static", 0.9118),
     ("max_mamba_cache_size", 2), ("max_num_reqs", 0), ("ratio", 3), ("step", 1),

@@ -23,8 +23,9 @@ import zipfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TABLE = os.path.join(HERE, "table.json")
-# 0.5.0 was never published (the 0.5 line starts at 0.5.1); 0.5.23 is the newest the index serves today
-RELEASES = ("0.4.0", "0.4.3", "0.4.6", "0.4.9", "0.5.1", "0.5.3", "0.5.6", "0.5.9", "0.5.23")
+# 0.3.6 for the older wordings (the "Unsupported architectures ... Supported list" error); 0.5.0 was never
+# published (the 0.5 line starts at 0.5.1); 0.5.23 is the newest the index serves today
+RELEASES = ("0.3.6", "0.4.0", "0.4.3", "0.4.6", "0.4.9", "0.5.1", "0.5.3", "0.5.6", "0.5.9", "0.5.23")
 
 # line kind -> anchors (all must be in the literal; a list of tuples: any of them); the parser reads each kind
 KINDS = {
@@ -36,7 +37,7 @@ KINDS = {
     "profiled_budget": ("is larger than the profiled value",),
     "kv_pool_oom": [("Not enough memory",), ("leave no GPU memory for the KV cache",),
                     ("state cache is too small to serve",), ("Not enough GPU memory for hybrid",)],
-    "unsupported_arch": ("not supported",),
+    "unsupported_arch": [("not supported",), ("Unsupported architectures",)],
     "tp_not_divisible": ("is not divisible by",),
     "cuda_graph_begin": ("Capture", "cuda graph begin"),
     "cuda_graph_end": ("Capture", "cuda graph end"),
@@ -44,7 +45,7 @@ KINDS = {
 }
 # anchors that pull in unrelated literals: the kind also needs one of these (the TP/attention-TP divisibility
 # asserts, not quantization block sizes; the unsupported-architecture error, not feature refusals)
-REQUIRE_ONE = {"unsupported_arch": ("Model architectures", "has no SGlang implementation"),
+REQUIRE_ONE = {"unsupported_arch": ("Model architectures", "has no SGlang implementation", "Supported list"),
                "tp_not_divisible": ("{} is not divisible by {}", "by TP=", "attn_tp_size=", "attention TP size")}
 EXCLUDE = {"scheduler_summary": ("MLX stub",)}
 
