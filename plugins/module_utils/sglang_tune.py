@@ -87,7 +87,14 @@ def _variants(model, args, allow, goal, keep=None):
         mambas.append("bfloat16")
 
     def dim(key):
-        return [args.get(key)] if key in fixed else list(GRID[key])
+        """The operator's own value first (also when the grid lacks it: fit must be able to keep it), then the
+        grid's other values."""
+        if key in fixed:
+            return [args.get(key)]
+        own = args.get(key)
+        if key == "tp_size" and own is None:
+            own = 1                        # unset is TP 1: the same configuration, not a change
+        return [own] + [v for v in GRID[key] if v != own and not (key == "tp_size" and v == 1 and own is None)]
     tps = dim("tp_size")
     out = []
     for tp in tps:
@@ -98,6 +105,8 @@ def _variants(model, args, allow, goal, keep=None):
                         for kv in kvs:
                             for mamba in mambas:
                                 a = dict(args)
+                                if tp == 1 and "tp_size" not in args:
+                                    tp = None          # keep it unset (TP 1) rather than a change that is none
                                 for key, value in (("tp_size", tp), ("max_running_requests", mrr),
                                                    ("chunked_prefill_size", chunk), ("cuda_graph_max_bs", gbs),
                                                    ("kv_cache_dtype", kv), ("mamba_ssm_dtype", mamba)):
@@ -166,6 +175,11 @@ class _Search(object):
         if self.fraction_fixed(a):
             p, ok = self.judge(a)
             return [(a, p)] if ok else []
+        if self.goal == "fit" and "mem_fraction_static" in self.args:
+            own = dict(a, mem_fraction_static=self.args["mem_fraction_static"])
+            p, ok = self.judge(own)
+            if ok:                          # the operator's own fraction works: no move at all (it may be off-grid)
+                return [(own, p)]
         auto = dict(a)
         auto.pop("mem_fraction_static", None)
         p, ok = self.judge(auto)

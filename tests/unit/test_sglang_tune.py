@@ -203,3 +203,39 @@ def test_goal_context_is_at_least_what_a_brute_force_finds_and_always_valid(monk
     p = SM.plan(config, gpus(gpu, n), got["args"], _fixes=False)
     assert p["outcome"] == "fits" and p["max_total_num_tokens"] >= c * min_requests
     assert p["max_running_requests"] >= min_requests
+
+
+def _starts(config, g, a, margin=0.05):
+    try:
+        p = SM.plan(config, g, a, _fixes=False)
+    except SM.PlanError:
+        return False
+    h = p["per_gpu"][0]
+    return p["outcome"] in ("fits", "context_truncated") and h["headroom_gb"] >= h["headroom_need_gb"] * (1 + margin)
+
+
+@pytest.mark.parametrize("name,gpu,n,args", [
+    ("qwen3.6-27b", A6000, 2, dict(SEED)),
+    ("qwen3-32b", A6000, 2, {"tp_size": 1, "mem_fraction_static": 0.9}),
+    ("llama-3.1-8b", {"name": "RTX 4090", "memory_total_mib": 24564}, 1,
+     {"mem_fraction_static": 0.95, "cuda_graph_max_bs": 256, "chunked_prefill_size": 16384}),
+])
+def test_fit_makes_no_more_changes_than_needed(monkeypatch, name, gpu, n, args):
+    """goal fit: when choose changes k keys, no set of fewer changes on the grid starts SGLang (checked by trying the
+    operator's args unchanged and every single-key change of the grid)."""
+    monkeypatch.setattr(ST, "GRID", SMALL_GRID)
+    config, g = cfg(name), gpus(gpu, n)
+    got = ST.choose(config, g, "fit", args)
+    k = len(got["changes"])
+    assert _starts(config, g, got["args"])
+    if k >= 1:
+        assert not _starts(config, g, args)
+    if k >= 2:
+        singles = {"tp_size": ST.GRID["tp_size"], "mem_fraction_static": ST.GRID["mem_fraction_static"],
+                   "max_running_requests": [v for v in ST.GRID["max_running_requests"] if v],
+                   "chunked_prefill_size": [2048], "cuda_graph_max_bs": [8]}
+        for key, values in singles.items():
+            for v in values:
+                if v == args.get(key) or (key == "tp_size" and v > n):
+                    continue
+                assert not _starts(config, g, dict(args, **{key: v})), "a single change %s=%s starts it" % (key, v)
