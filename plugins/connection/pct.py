@@ -512,8 +512,13 @@ class Connection(SshConnection):
         display.vvv("PUT %s TO %s" % (in_path, out_path), host=self.get_option("host"))
         with open(to_bytes(in_path, errors="surrogate_or_strict"), "rb") as f:
             data = f.read()
-        rc, out, err = self.exec_command("/bin/sh -c %s" % shlex.quote("cat > %s" % shlex.quote(out_path)),
-                                         in_data=data or b"")
+        if data:
+            rc, out, err = self.exec_command("/bin/sh -c %s" % shlex.quote("cat > %s" % shlex.quote(out_path)),
+                                             in_data=data)
+        else:
+            # an empty file: no stdin at all (ansible.builtin.ssh sends none for empty data, and cat would wait on
+            # the open pipe for ever) - create it empty instead
+            rc, out, err = self.exec_command("/bin/sh -c %s" % shlex.quote(": > %s" % shlex.quote(out_path)))
         if rc != 0:
             raise AnsibleError("failed to put %s to %s in container %s: %s" % (
                 in_path, out_path, self.get_option("vmid"), to_text(err or out).strip()))
