@@ -366,9 +366,8 @@ def choose(config, gpus, goal, args=None, allow=(), measured=None, weights_bytes
 
 
 # what a key is when the args leave it unset, to measure how far a change moves it (goal fit)
-_EFFECTIVE = {"max_running_requests": "max_running_requests", "chunked_prefill_size": "chunked_prefill_size",
-              "cuda_graph_max_bs": "cuda_graph_max_bs", "mem_fraction_static": "mem_fraction_static",
-              "tp_size": "tp_size", "context_length": "context_length"}
+_EFFECTIVE = frozenset(("max_running_requests", "chunked_prefill_size", "cuda_graph_max_bs", "mem_fraction_static",
+                        "tp_size", "context_length"))       # keys plan() reports under the same name
 
 
 def _distance(s, a, p):
@@ -378,9 +377,9 @@ def _distance(s, a, p):
     total = 0.0
     for k, old, new in changes_of(s.args, a):
         if old is None and base is not None and k in _EFFECTIVE:
-            old = base.get(_EFFECTIVE[k])
+            old = base.get(k)
         if new is None and k in _EFFECTIVE:
-            new = p.get(_EFFECTIVE[k])
+            new = p.get(k)
         try:
             old_f, new_f = float(old), float(new)
             total += abs(new_f - old_f) / max(abs(old_f), 1e-9)

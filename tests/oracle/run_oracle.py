@@ -23,9 +23,10 @@ import scenarios  # noqa: E402
 import tables  # noqa: E402
 
 
-def load_tuner():
-    path = os.path.join(ROOT, "plugins", "module_utils", "sglang_tune.py")
-    spec = importlib.util.spec_from_file_location("gpuserve_sglang_tune", path)
+def load_module_util(name):
+    """plugins/module_utils/<name>.py by file path (stdlib only, as the architecture promises)."""
+    path = os.path.join(ROOT, "plugins", "module_utils", name + ".py")
+    spec = importlib.util.spec_from_file_location("gpuserve_" + name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -34,7 +35,7 @@ def load_tuner():
 def chosen_cases(todo, n):
     """choose() on the first n scenarios' models and GPUs, one goal each: every configuration it picks is then
     checked like a scenario (its own budget numbers as the measured ones)."""
-    tuner = load_tuner()
+    tuner = load_module_util("sglang_tune")
     out, refused = [], 0
     for i, (name, cfg, args, gpu, _m0, _m1) in enumerate(todo[:n]):
         goal = tuner.GOALS[i % len(tuner.GOALS)]
@@ -49,14 +50,6 @@ def chosen_cases(todo, n):
         m0 = g["avail_mem_before_load_gb"]
         out.append(("chosen-%s-%s" % (goal, name), cfg, r["args"], gpu, m0, round(m0 - g["weights_gb"], 2)))
     return out, refused
-
-
-def load_planner():
-    path = os.path.join(ROOT, "plugins", "module_utils", "sglang_memory.py")
-    spec = importlib.util.spec_from_file_location("gpuserve_sglang_memory", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def ours(planner, cfg, args, gpu, m0, m1):
@@ -151,7 +144,7 @@ def self_test(oracle, site):
     todo = scenarios.scenarios(600)
     caught = 0
     for what, plant in PLANTED.items():
-        planner = load_planner()
+        planner = load_module_util("sglang_memory")
         plant(planner)
         bad = sum(1 for _n, cfg, args, gpu, m0, m1 in todo
                   if compare(oracle.run(cfg, args, gpu, m0, m1), ours(planner, cfg, args, gpu, m0, m1)))
@@ -181,7 +174,7 @@ def main():
     oracle = SGLang059(site)
     if a.self_test:
         return self_test(oracle, site)
-    planner = load_planner()
+    planner = load_module_util("sglang_memory")
     todo = [s for s in scenarios.scenarios(a.n) if not a.only or s[0].startswith(a.only)]
     chosen, unplaceable = chosen_cases(todo, 0 if a.only else 200)
     todo = todo + chosen

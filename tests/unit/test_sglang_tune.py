@@ -29,11 +29,8 @@ SMALL_GRID = {"tp_size": (1, 2, 4, 8), "mem_fraction_static": tuple(round(0.60 +
               "cuda_graph_max_bs": (None, 8), "speculative_steps": ((3, 1, 4), (1, 1, 2))}
 
 
-def brute_force(config, g, goal, args, min_context=None, min_requests=1, margin=0.05):
-    """Every combination of the grid through plan(), nothing pruned: the best score for the goal."""
-    model = SM.Model(config)
-    min_context = min_context or model.context_len
-    best = None
+def grid_args(model, g, args):
+    """Every combination of the declared grid as server args (valid TP sizes only), nothing pruned."""
     specs = [None] if not args.get("speculative_algorithm") else list(ST.GRID["speculative_steps"])
     for tp, mfs, mrr, chunk, gbs, sp in itertools.product(
             ST.GRID["tp_size"], (None,) + ST.GRID["mem_fraction_static"], ST.GRID["max_running_requests"],
@@ -47,6 +44,15 @@ def brute_force(config, g, goal, args, min_context=None, min_requests=1, margin=
                 a[key] = value
         if sp:
             a.update(zip(("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"), sp))
+        yield a
+
+
+def brute_force(config, g, goal, args, min_context=None, min_requests=1, margin=0.05):
+    """Every combination of the grid through plan(), nothing pruned: the best score for the goal."""
+    model = SM.Model(config)
+    min_context = min_context or model.context_len
+    best = None
+    for a in grid_args(model, g, args):
         if goal == "concurrency":
             a["context_length"] = min_context
         try:
@@ -156,19 +162,7 @@ def brute_force_context(config, g, args, min_requests, margin=0.05):
     that many requests hold - kept when SGLang starts with it, its headroom holds and that many may run at once."""
     model = SM.Model(config)
     best = None
-    specs = [None] if not args.get("speculative_algorithm") else list(ST.GRID["speculative_steps"])
-    for tp, mfs, mrr, chunk, gbs, sp in itertools.product(
-            ST.GRID["tp_size"], (None,) + ST.GRID["mem_fraction_static"], ST.GRID["max_running_requests"],
-            ST.GRID["chunked_prefill_size"], ST.GRID["cuda_graph_max_bs"], specs):
-        if tp > len(g) or model.heads % tp or not (model.mla or model.kv_heads % tp == 0 or tp % model.kv_heads == 0):
-            continue
-        a = dict(args, tp_size=tp)
-        for key, value in (("mem_fraction_static", mfs), ("max_running_requests", mrr),
-                           ("chunked_prefill_size", chunk), ("cuda_graph_max_bs", gbs)):
-            if value is not None:
-                a[key] = value
-        if sp:
-            a.update(zip(("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"), sp))
+    for a in grid_args(model, g, args):
         try:
             first = SM.plan(config, g, a, _fixes=False)
             c = min(model.context_len, first["max_total_num_tokens"] // min_requests)
