@@ -27,8 +27,6 @@ step "pytest unit + integration" pytest -q -p no:cacheprovider tests/unit tests/
 step "plan.yml (the main job)" ansible-playbook playbooks/plan.yml
 step "lab: remove labelled leftovers, build images (cached by recipe hash)" \
   bash -c "python3 tests/lab/lab.py clean && python3 tests/lab/lab.py images"
-rm -f build/molecule-flaky.log
 step "molecule scenarios (lab smoke + roles)" tests/ci/molecule-all.sh
-[ -f build/molecule-flaky.log ] && summary+=("NOTE  $(wc -l < build/molecule-flaky.log) scenario(s) passed only on a rerun: $(tr '\n' ' ' < build/molecule-flaky.log)")
 printf '%s\n' "--- summary" "${summary[@]}"
 echo "not exercised here: NVIDIA GPUs, the driver, CUDA, Proxmox itself, SGLang on CUDA (see README)"
