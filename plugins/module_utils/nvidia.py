@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 
 SMI_FIELDS = ("index", "name", "uuid", "pci.bus_id", "memory.total", "memory.used", "memory.free",
@@ -250,3 +251,117 @@ def policy_versions(text, version=None):
             if (v == version or v.startswith(version + "-") or v.startswith(version + "+")) and name not in known:
                 known.append(name)
     return known
+
+
+# The node's side of the driver (role nvidia_driver): everything its preflight and verify need, read in one
+# module call instead of a dozen (issue #17: each round trip costs 0.2-0.4 s). Reads files only; the caller runs
+# dkms (a process, bounded) and passes its output to dkms_has_module.
+LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu")
+_LIB_RE = re.compile(r"^libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$")
+
+
+def parse_os_release(text):
+    """``/etc/os-release`` as a dict of lower-case keys, plus ``family`` the way Ansible names it (``Debian`` for
+    Debian and its derivatives, else the ID capitalised; ``None`` when the file says nothing)."""
+    fields = {}
+    for line in (text or "").splitlines():
+        if "=" not in line or line.lstrip().startswith("#"):
+            continue
+        key, value = line.split("=", 1)
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        fields[key.strip().lower()] = value
+    ids = [fields.get("id", "")] + fields.get("id_like", "").split()
+    family = "Debian" if "debian" in ids else (fields["id"].capitalize() if fields.get("id") else None)
+    return dict(fields, family=family)
+
+
+def secure_boot_enabled(data):
+    """The SecureBoot EFI variable's bytes (4 attribute bytes, then the value): True when enabled, False when
+    not, None without the variable (no EFI, or legacy boot)."""
+    if not data:
+        return None
+    return bytearray(data)[-1:] == bytearray(b"\x01")
+
+
+def version_key(version):
+    """Sort key of a dotted version or a kernel release (``6.8.12-4-pve`` < ``6.8.12-10-pve``)."""
+    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"[.\-+~]", version or "")]
+
+
+def userspace_versions(names):
+    """Versions of the userspace driver from library file names (``libnvidia-ml.so.570.153.02``), newest last."""
+    found = set()
+    for name in names:
+        m = _LIB_RE.match(os.path.basename(name))
+        if m:
+            found.add(m.group(1))
+    return sorted(found, key=version_key)
+
+
+def dkms_has_module(stdout, kernel):
+    """Whether ``dkms status -m nvidia -v V`` says the module is installed for ``kernel``."""
+    for line in (stdout or "").splitlines():
+        fields = [f.strip() for f in re.split(r"[,:]", line)]
+        if kernel in fields and "installed" in line.split(":")[-1]:
+            return True
+    return False
+
+
+def _listdir(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _read_bytes(path, limit=1 << 16):
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit)
+    except (IOError, OSError):
+        return None
+
+
+def read_node(root="/", lib_dirs=LIB_DIRS, free_path="/", uname=None):
+    """What nvidia_driver needs to know of the node, read from files under ``root`` (tests pass a tree).
+    ``uname``: (release, machine); the running kernel's by default."""
+    def at(path):
+        return os.path.join(root, path.lstrip("/"))
+
+    release, machine = uname or (os.uname()[2], os.uname()[4])
+    osr = parse_os_release((_read_bytes(at("/etc/os-release")) or b"").decode("utf-8", "replace"))
+    efivars = at("/sys/firmware/efi/efivars")
+    sb_files = [n for n in _listdir(efivars) if n.startswith("SecureBoot-")]
+    pci = at("/sys/bus/pci/devices")
+    nvidia_pci = [d for d in _listdir(pci)
+                  if (_read_bytes(os.path.join(pci, d, "vendor")) or b"").strip().lower() == b"0x10de"]
+    libs = []
+    for d in lib_dirs:
+        libs.extend(os.path.join(d, n) for n in _listdir(at(d)) if n.startswith("libnvidia-ml.so."))
+    try:
+        st = os.statvfs(at(free_path))
+        free_mib = st.f_bavail * st.f_frsize // (1 << 20)
+    except OSError:
+        free_mib = None
+    kernels = sorted((n for n in _listdir(at("/lib/modules")) if os.path.isdir(os.path.join(at("/lib/modules"), n))),
+                     key=version_key)
+    versions = userspace_versions(libs)
+    return {
+        "os_family": osr["family"],
+        "distribution": osr.get("name") or osr.get("id"),
+        "distribution_version": osr.get("version_id"),
+        "kernel": release,
+        "architecture": machine,
+        "pve": os.path.exists(at("/usr/bin/pveversion")),
+        "initramfs": os.path.exists(at("/usr/sbin/update-initramfs")),
+        "secure_boot": secure_boot_enabled(_read_bytes(os.path.join(efivars, sb_files[0]))) if sb_files else None,
+        "free_mib": free_mib,
+        "free_path": free_path,
+        "nvidia_pci": nvidia_pci,
+        "userspace_versions": versions,
+        "userspace_version": versions[-1] if versions else None,
+        "kernels": kernels,
+        "newest_kernel": kernels[-1] if kernels else None,
+    }

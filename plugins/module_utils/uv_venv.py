@@ -206,3 +206,43 @@ def run_streaming(argv, env, on_line, cwd="/"):
     finally:
         proc.stdout.close()
     return proc.wait()
+
+
+# Run by uv_venv (verify_imports) with the venv's own interpreter, as the service account: ``python -c
+# VERIFY_CODE name...`` prints one JSON object. A package that is not installed is null; one that is installed but
+# fails to import is reported with its error. With torch: its CUDA build, whether CUDA is usable, the GPU count and
+# the C++ ABI (the flash-attn wheel must match it).
+VERIFY_CODE = r'''
+import importlib, json, sys
+facts = {"python": sys.version.split()[0], "executable": sys.executable, "errors": {}}
+for name in sys.argv[1:]:
+    try:
+        mod = importlib.import_module(name)
+    except ImportError as exc:
+        mod = None
+        if getattr(exc, "name", None) != name:
+            facts["errors"][name] = "%s: %s" % (type(exc).__name__, exc)
+    except Exception as exc:
+        mod = None
+        facts["errors"][name] = "%s: %s" % (type(exc).__name__, exc)
+    facts[name] = getattr(mod, "__version__", None) if mod is not None else None
+torch = sys.modules.get("torch")
+if torch is not None:
+    facts["torch_cuda"] = torch.version.cuda
+    facts["cuda_available"] = bool(torch.cuda.is_available())
+    facts["gpu_count"] = torch.cuda.device_count() if facts["cuda_available"] else 0
+    facts["cxx11abi"] = bool(torch.compiled_with_cxx11_abi())
+print(json.dumps(facts, sort_keys=True))
+'''
+
+
+def parse_verify(stdout):
+    """The JSON VERIFY_CODE printed (its last line: an import may print before it), or None."""
+    for line in reversed((stdout or "").strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None

@@ -63,12 +63,14 @@ options:
       - C(huggingface_hub) downloads with the huggingface_hub library of the venv whose interpreter is O(python) (the
         SGLang venv has it) - resumable HTTP, and hf_xet for Xet-backed repos; the file list, the disk check and the
         verification of every file against the Hub's sizes and hashes stay this module's.
-      - O(source_dir) or O(source_host), when set, is used instead of either.
+      - C(auto) is C(huggingface_hub) when O(python) is given and imports it, else C(builtin) (asked in this same
+        call, so a re-run needs no separate probe).
+      - O(source_dir) or O(source_host), when set, is used instead of any of these.
     type: str
-    choices: [builtin, huggingface_hub]
+    choices: [auto, builtin, huggingface_hub]
     default: builtin
   python:
-    description: The interpreter of a venv with huggingface_hub, for O(downloader=huggingface_hub).
+    description: The interpreter of a venv with huggingface_hub, for O(downloader=huggingface_hub) or O(downloader=auto).
     type: path
   hf_transfer:
     description:
@@ -203,6 +205,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+up_to_date:
+  description:
+    - True when the copy was already complete, verified and owned as asked, so nothing was changed (in check
+      mode, nothing would be). A role's quick look in check mode uses it to skip the background download.
+  returned: success
+  type: bool
 path:
   description: The local directory.
   returned: always
@@ -305,7 +313,8 @@ def rsync_source(module, p):
                if f and not os.path.isfile(f)] + [b for b in ("rsync", "ssh") if not module.get_bin_path(b)]
     if missing and module.check_mode:
         # the play that would write them has not (check mode): say what would happen instead of failing
-        module.exit_json(changed=True, path=p["local_dir"], fetched=[], repaired=[], bytes_transferred=0, network=False,
+        module.exit_json(changed=True, up_to_date=False, path=p["local_dir"], fetched=[], repaired=[], bytes_transferred=0,
+                         network=False,
                          msg="would copy from %s:%s; the file list cannot be read in check mode before %s is there"
                          % (p["source_host"], p["source_host_dir"] or p["local_dir"], ", ".join(missing)))
     if p["ssh_key_file"] and not os.path.isfile(p["ssh_key_file"]):
@@ -333,7 +342,7 @@ def main():
             ssh_key_file=dict(type="path"),
             ssh_known_hosts_file=dict(type="path"),
             ssh_host_key_checking=dict(type="str", choices=["yes", "accept-new"], default="yes"),
-            downloader=dict(type="str", choices=["builtin", "huggingface_hub"], default="builtin"),
+            downloader=dict(type="str", choices=["auto", "builtin", "huggingface_hub"], default="builtin"),
             python=dict(type="path"),
             hf_transfer=dict(type="bool", default=False),
             token=dict(type="str", no_log=True),
@@ -365,6 +374,10 @@ def main():
             module.fail_json(msg="token_file=%s cannot be read (%s)" % (p["token_file"], e.strerror))
         if token:
             module.no_log_values.add(token)
+    if p["downloader"] == "auto":
+        usable = bool(p["python"]) and os.access(p["python"], os.X_OK) and \
+            module.run_command([p["python"], "-c", "import huggingface_hub"])[0] == 0
+        p["downloader"] = "huggingface_hub" if usable else "builtin"
     user = None
     if p["owner"]:
         try:
@@ -401,12 +414,14 @@ def main():
         result.update(staged=True, switched_from=r["switched_from"], previous_path=r["previous_path"])
     if r.get("downloader"):
         result["downloader"] = r["downloader"]
-    if user is not None and not module.check_mode and os.path.isdir(p["local_dir"]):
+    if user is not None and os.path.isdir(p["local_dir"]):
+        # check mode says so too (a role's quick look in check mode must see an owner to repair)
         for root, dirs, files in os.walk(p["local_dir"]):
             for name in [root] + [os.path.join(root, n) for n in dirs + files]:
                 st = os.lstat(name)
                 if (st.st_uid, st.st_gid) != (user.pw_uid, user.pw_gid):
-                    os.lchown(name, user.pw_uid, user.pw_gid)
+                    if not module.check_mode:
+                        os.lchown(name, user.pw_uid, user.pw_gid)
                     result["changed"] = True
     cfg = os.path.join(p["local_dir"], "config.json")
     if os.path.isfile(cfg) and not (module.check_mode and "config.json" in r["fetched"]):
@@ -417,6 +432,7 @@ def main():
             module.warn("%s is not valid JSON" % cfg)
     result["manifest"] = os.path.join(p["local_dir"], MANIFEST)
     result["progress_file"] = os.path.join(p["local_dir"], PROGRESS)
+    result["up_to_date"] = not result["changed"]
     module.exit_json(**result)
 
 

@@ -54,6 +54,32 @@ options:
     description: Seconds nvidia-smi may take; a GPU or driver that hangs gives state C(error) with the reason.
     type: float
     default: 60
+  node:
+    description:
+      - Also read the node's side of the driver into RV(node), in this same call (role C(nvidia_driver) needs
+        it) - C(/etc/os-release), the running kernel and architecture, whether it is a Proxmox VE node
+        (C(/usr/bin/pveversion)) and has C(update-initramfs), the Secure Boot EFI variable, free MiB on
+        O(free_path), NVIDIA devices (vendor C(0x10de)) on the PCI bus, the installed userspace driver
+        (C(libnvidia-ml.so.*) in O(lib_dirs)), the kernels in C(/lib/modules), and with O(dkms_version) whether
+        DKMS built that module for the newest of them.
+    type: bool
+    default: false
+  free_path:
+    description: With O(node), the path whose free space is reported (the driver install writes under C(/)).
+    type: path
+    default: /
+  lib_dirs:
+    description: With O(node), the directories searched for C(libnvidia-ml.so.*).
+    type: list
+    elements: path
+    default: [/usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib/aarch64-linux-gnu]
+  dkms_binary:
+    description: With O(node) and O(dkms_version), the dkms program (skipped when absent).
+    type: path
+    default: /usr/sbin/dkms
+  dkms_version:
+    description: With O(node), ask C(dkms status -m nvidia -v <this>) (bounded by O(timeout)) for the newest kernel.
+    type: str
   require:
     description:
       - C(none) reports any state; C(driver) fails unless a driver answers (GPUs or not);
@@ -138,8 +164,19 @@ device_nodes:
   returned: always
   type: list
   elements: dict
+node:
+  description:
+    - With O(node) only. C(os_family) (C(Debian) for Debian and Proxmox VE), C(distribution),
+      C(distribution_version), C(kernel), C(architecture), C(pve), C(initramfs), C(secure_boot) (null without
+      the EFI variable), C(free_mib), C(free_path), C(nvidia_pci) (PCI addresses), C(userspace_versions) (newest
+      last), C(userspace_version), C(kernels), C(newest_kernel), and with O(dkms_version) C(dkms_status) (its
+      output, null when dkms is absent) and C(newest_kernel_has_module) (null when dkms is absent).
+  returned: when O(node) is true
+  type: dict
+  sample: {"os_family": "Debian", "kernel": "6.8.12-4-pve", "pve": true, "secure_boot": false, "free_mib": 20480,
+           "userspace_version": "570.153.02", "newest_kernel": "6.8.12-4-pve", "newest_kernel_has_module": true}
 ansible_facts:
-  description: The same result under C(gpuserve_nvidia).
+  description: The same result under C(gpuserve_nvidia) (without RV(node)).
   returned: always
   type: dict
 """
@@ -150,7 +187,7 @@ import stat
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import SMI_ARGV, gpu_facts
+from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import SMI_ARGV, dkms_has_module, gpu_facts, read_node
 
 
 def _read(path):
@@ -159,6 +196,21 @@ def _read(path):
             return fh.read()
     except (IOError, OSError):
         return ""
+
+
+def _node(module, p):
+    node = read_node(lib_dirs=p["lib_dirs"], free_path=p["free_path"])
+    if p["dkms_version"]:
+        node["dkms_status"] = node["newest_kernel_has_module"] = None
+        if os.access(p["dkms_binary"], os.X_OK):
+            argv = [p["dkms_binary"], "status", "-m", "nvidia", "-v", p["dkms_version"]]
+            try:
+                proc = subprocess.run(argv, capture_output=True, text=True, timeout=p["timeout"], check=False)
+            except subprocess.TimeoutExpired:
+                module.fail_json(msg="%s did not answer within %s s (killed): run it by hand" % (" ".join(argv), p["timeout"]))
+            node["dkms_status"] = proc.stdout
+            node["newest_kernel_has_module"] = dkms_has_module(proc.stdout, node["newest_kernel"] or "")
+    return node
 
 
 def _nodes(patterns):
@@ -187,6 +239,12 @@ def main():
             timeout=dict(type="float", default=60),
             proc_gpus_dir=dict(type="path", default="/proc/driver/nvidia/gpus"),
             set_facts=dict(type="bool", default=True),
+            node=dict(type="bool", default=False),
+            free_path=dict(type="path", default="/"),
+            lib_dirs=dict(type="list", elements="path",
+                          default=["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu"]),
+            dkms_binary=dict(type="path", default="/usr/sbin/dkms"),
+            dkms_version=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -209,6 +267,8 @@ def main():
     result = dict(facts, changed=False)
     if p["set_facts"]:
         result["ansible_facts"] = {"gpuserve_nvidia": facts}
+    if p["node"]:
+        result["node"] = _node(module, p)
     wanted = {"driver": ("ok", "no_gpu"), "gpu": ("ok",)}.get(p["require"])
     if wanted and facts["state"] not in wanted:
         module.fail_json(msg="require=%s: %s (%s). %s" % (p["require"], facts["message"], facts["state"], facts["hint"]),

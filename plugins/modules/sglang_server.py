@@ -380,9 +380,9 @@ def main():
     if p["state"] == "started" and running and prev.get("config_hash") == chash:
         code, _body = http_get(base_url + p["health"], timeout=20.0, api_key=p["api_key"])
         if code == 200:
-            result.update(status="ready", pid=cur_pid, launch_id=prev.get("launch_id"))
-            if not module.check_mode:
-                result["server_info"] = server_info(base_url, p["api_key"])
+            # also in check mode (a read-only GET): a role's quick look in check mode is then the whole answer
+            result.update(status="ready", pid=cur_pid, launch_id=prev.get("launch_id"),
+                          server_info=server_info(base_url, p["api_key"]))
             module.exit_json(**result)
 
     result["changed"] = True

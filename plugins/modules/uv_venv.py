@@ -132,6 +132,15 @@ options:
         the compiler steps done of all (ninja's C([12/73]), read from uv's verbose output) and the package being
         built. Removed when the build ends.
     type: path
+  verify_imports:
+    description:
+      - Python modules the venv's interpreter imports (as O(owner)) once the venv is in place - also when
+        nothing changed, in this same call - returned as RV(imports). A module that is absent is null; one that
+        fails to import fails nothing here but is named in RV(imports) under C(errors) (the caller decides).
+      - In check mode a venv that would change is not asked.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 attributes:
@@ -162,6 +171,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+imports:
+  description:
+    - With O(verify_imports), what the venv's interpreter imported - C(python) (its version), C(executable), each
+      module's C(__version__) (null when not installed), C(errors) (module -> the import error), and with torch
+      C(torch_cuda), C(cuda_available), C(gpu_count), C(cxx11abi).
+  returned: when O(verify_imports) is set and the venv exists
+  type: dict
+  sample: {"python": "3.11.2", "sglang": "0.5.9", "torch": "2.9.1", "flash_attn": null, "errors": {}}
 decision:
   description: C(none), C(switch) (to an existing complete build), C(build), C(repair) (an interrupted build redone),
     or C(seal) (the build in service made root's and read-only).
@@ -213,7 +230,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import (
-    MARKER, BuildProgress, build_id, decide, parse_lock, prune, run_streaming)
+    MARKER, VERIFY_CODE, BuildProgress, build_id, decide, parse_lock, parse_verify, prune, run_streaming)
 
 
 MIN_PYTHON = (3, 10)   # sglang 0.5.9's Requires-Python
@@ -336,6 +353,21 @@ def write_marker(build_dir, data):
     os.rename(path + ".tmp", path)
 
 
+def finish(module, b, path, result):
+    """Exit with the result; with verify_imports, the venv's interpreter first imports them (as the owner) and
+    the answer is returned as ``imports`` - in the same call, so a no-op re-run needs no second round trip. In
+    check mode a venv that would change is not asked (it is not there yet)."""
+    names = module.params["verify_imports"]
+    if names and not (module.check_mode and result["changed"]):
+        python = os.path.join(path, "bin", "python")
+        err = b.run([python, "-c", VERIFY_CODE] + names, "importing %s with %s" % (", ".join(names), python))
+        imports = None if err else parse_verify(b.last_out)
+        if imports is None:
+            module.fail_json(msg="%s: %s" % (python, err or "printed no JSON: %s" % b.last_out.strip()[-1000:]), **result)
+        result["imports"] = imports
+    module.exit_json(**result)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -360,6 +392,7 @@ def main():
             keep=dict(type="int", default=1),
             no_binary=dict(type="list", elements="str", default=[]),
             progress_file=dict(type="path"),
+            verify_imports=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -426,7 +459,7 @@ def main():
     if module._diff and action != "none":
         result["diff"] = dict(before="%s -> %s\n" % (path, active_target or "(none)"), after="%s -> %s\n" % (path, build_dir))
     if module.check_mode or action == "none":
-        module.exit_json(**result)
+        finish(module, b, path, result)
 
     if action in ("build", "repair"):
         if os.path.lexists(build_dir):
@@ -457,7 +490,7 @@ def main():
         write_marker(build_dir, dict(marker, sealed=True))
 
     if action == "seal" and active_id == wanted:
-        module.exit_json(**result)
+        finish(module, b, path, result)
     # Atomic switch: a new symlink beside the old one, renamed over it.
     tmp_link = "%s.new-%d" % (path, os.getpid())
     parent = os.path.dirname(path)
@@ -474,7 +507,7 @@ def main():
     for old in prune(builds, wanted, p["keep"]):
         shutil.rmtree(os.path.join(store, old), ignore_errors=True)
         result["removed"].append(old)
-    module.exit_json(**result)
+    finish(module, b, path, result)
 
 
 def build(b, p, interpreter, build_dir):

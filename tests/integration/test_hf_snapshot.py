@@ -3,6 +3,7 @@ fresh download, re-run without network, a killed download resumed with no comple
 corrupted file repaired, disk too small, 401/403/404, and the token never printed."""
 import json
 import os
+import pwd
 import time
 
 import pytest
@@ -290,3 +291,22 @@ def test_a_failed_new_revision_leaves_the_live_model_untouched(hub, tmp_path):
     assert r["failed"] is True and r["error_kind"] == "forbidden"
     assert (d / W1).read_bytes() == v1[W1]
     assert json.loads((d / ".gpuserve-snapshot.json").read_text())["revision"] == sha1
+
+
+def test_check_mode_sees_an_owner_to_repair_so_the_roles_quick_look_does_not_skip_it(hub, tmp_path):
+    """The role looks first in check mode and skips the real run when the look says up_to_date: a file whose owner
+    drifted must make the look say it is not (it used to be checked only outside check mode)."""
+    d = tmp_path / "m"
+    r = run_module(M, args(hub, d, owner="nobody"))
+    assert r.get("failed") is not True, r.get("msg")
+    nobody = pwd.getpwnam("nobody")
+    assert os.stat(str(d / "config.json")).st_uid == nobody.pw_uid
+    look = run_module(M, args(hub, d, owner="nobody"), check=True)
+    assert look["changed"] is False and look["up_to_date"] is True
+    os.chown(str(d / "config.json"), 0, 0)
+    look = run_module(M, args(hub, d, owner="nobody"), check=True)
+    assert look["changed"] is True and look["up_to_date"] is False
+    assert os.stat(str(d / "config.json")).st_uid == 0          # check mode repaired nothing
+    r = run_module(M, args(hub, d, owner="nobody"))
+    assert r["changed"] is True and os.stat(str(d / "config.json")).st_uid == nobody.pw_uid
+    assert r["fetched"] == [] and r["network"] is False           # only the owner was repaired

@@ -156,3 +156,19 @@ def test_an_interpreter_without_the_library_is_refused_before_a_byte_is_written(
     r = run_module(M, args(hub, d, python="/usr/bin/env"))
     assert r["failed"] is True and r["error_kind"] == "downloader"
     assert not d.exists() and gets(hub, W1) == []
+
+
+def test_auto_asks_the_interpreter_in_the_same_call_and_falls_back_to_the_builtin_client(hub, tmp_path):
+    """downloader auto (the role's default): the library when python imports it, the builtin client otherwise
+    (an interpreter without it, or none there yet) - decided inside the module, no separate probe task."""
+    r = run_module(M, args(hub, tmp_path / "lib", downloader="auto"), check=True)
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["downloader"]["huggingface_hub"] == pins()["huggingface-hub"] and r["up_to_date"] is False
+    r = run_module(M, args(hub, tmp_path / "sys", downloader="auto", python="/usr/bin/python3"))
+    assert r.get("failed") is not True, r.get("msg")
+    assert "huggingface_hub" not in (r.get("downloader") or {}) and r["file_count"] > 0
+    r = run_module(M, args(hub, tmp_path / "sys", downloader="auto", python="/usr/bin/python3"), check=True)
+    assert r["changed"] is False and r["up_to_date"] is True          # the quick look the role takes
+    r = run_module(M, args(hub, tmp_path / "none", downloader="auto", python=str(tmp_path / "absent" / "python")),
+                   check=True)
+    assert r.get("failed") is not True and "huggingface_hub" not in (r.get("downloader") or {})

@@ -107,3 +107,36 @@ def test_the_runbooks_ad_hoc_look_prints_each_fact_once(tmp_path):
                        "dev_glob": [str(tmp_path / "x*")]})
     assert r["state"] == "ok" and "ansible_facts" not in r
     assert r["_stdout"].count("GPU-5f2c8e1a-3b7d-4c9e-a1f0-2d6b8e4c7a91") == 1
+
+
+def test_node_mode_reads_the_node_and_asks_dkms_once_bounded(tmp_path):
+    """node: true (the nvidia_driver role's one call for preflight and verify): the node's facts, and dkms asked
+    with argv (no shell) for the pinned version; a dkms that hangs is killed and named."""
+    libs = tmp_path / "lib"
+    libs.mkdir()
+    (libs / "libnvidia-ml.so.570.153.02").write_text("")
+    dkms = tmp_path / "dkms"
+    dkms.write_text("#!/bin/sh\necho \"$@\" > '%s'\necho 'nvidia/570.153.02, 9.9.9-gpuserve, x86_64: installed'\n"
+                    % (tmp_path / "argv"))
+    dkms.chmod(0o755)
+    base = {"nvidia_smi": str(tmp_path / "absent"), "dev_glob": [], "node": True, "set_facts": False,
+            "lib_dirs": [str(libs)], "free_path": str(tmp_path), "dkms_binary": str(dkms), "timeout": 5}
+    r = run_module(M, dict(base, dkms_version="570.153.02"), check=True)
+    assert r.get("failed") is not True, r.get("msg")
+    node = r["node"]
+    assert node["userspace_version"] == "570.153.02" and node["kernel"] == os.uname()[2]
+    assert node["free_path"] == str(tmp_path) and node["free_mib"] > 0 and "ansible_facts" not in r
+    assert (tmp_path / "argv").read_text().split() == ["status", "-m", "nvidia", "-v", "570.153.02"]
+    assert "9.9.9-gpuserve" in node["dkms_status"]
+    # the module is installed for 9.9.9-gpuserve only; the newest kernel here is another (or none)
+    assert node["newest_kernel_has_module"] is (node["newest_kernel"] == "9.9.9-gpuserve")
+    # without dkms_version dkms is not asked; without dkms the answer is null, not a failure
+    (tmp_path / "argv").unlink()
+    r = run_module(M, base)
+    assert "dkms_status" not in r["node"] and not (tmp_path / "argv").exists()
+    r = run_module(M, dict(base, dkms_version="570.153.02", dkms_binary=str(tmp_path / "no-dkms")))
+    assert r["node"]["dkms_status"] is None and r["node"]["newest_kernel_has_module"] is None
+    dkms.write_text("#!/bin/sh\nsleep 600\n")
+    t0 = time.time()
+    r = run_module(M, dict(base, dkms_version="570.153.02", timeout=1))
+    assert r["failed"] is True and "did not answer within 1.0 s" in r["msg"] and time.time() - t0 < 30

@@ -35,6 +35,10 @@ def test_ready_then_idempotent_then_restart_on_changed_args_then_stop(server):
     pid = r["pid"]
     again = run_module(M, scen(server, "ready_tp1_dense"))
     assert again["changed"] is False and again["status"] == "ready" and again["pid"] == pid
+    # the role's quick look (check mode) on a ready server is the whole answer, server_info included
+    look = run_module(M, scen(server, "ready_tp1_dense"), check=True)
+    assert look["changed"] is False and look["status"] == "ready" and look["pid"] == pid
+    assert look["server_info"]["max_total_num_tokens"] == 207346
     check = run_module(M, scen(server, "ready_tp1_dense", args={"context_length": 65536}), check=True)
     assert check["changed"] is True and check["status"] == "would_restart"
     assert os.path.exists("/proc/%d" % pid)   # check mode touched nothing

@@ -247,3 +247,24 @@ def test_a_failing_source_build_names_the_failure_not_uv_debug_noise(site):
     assert "uv pip install brokenext==1.0 failed" in r["msg"] and "Unsupported gpu architecture" in r["msg"]
     assert "DEBUG " not in r["msg"] and "the venv in service (none) is untouched" in r["msg"]
     assert not os.path.exists(progress) and not os.path.lexists(site["path"])
+
+
+def test_verify_imports_answers_in_the_same_call_also_when_nothing_changed(site):
+    """verify_imports (role sglang_venv's check, once a copy + a command): the venv's interpreter imports them after
+    the build and on a no-op; absent is null, a broken import is named; check mode does not ask a venv to come."""
+    lk = lock(site, "alpha==1.0")
+    names = ["alpha", "beta", "absent_pkg", "broken"]
+    r = run_module(M, args(site, lk, verify_imports=names), check=True)
+    assert r["changed"] is True and "imports" not in r
+    r = run_module(M, args(site, lk, verify_imports=names))
+    assert r.get("failed") is not True, r.get("msg")
+    imp = r["imports"]
+    assert imp["alpha"] == "1.0" and imp["beta"] == "1.0" and imp["absent_pkg"] is None and imp["errors"] == {}
+    assert imp["executable"] == os.path.join(site["path"], "bin", "python") and imp["python"] == r["python_version"]
+    site_packages = venv_python_says(site, "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    broken = pathlib.Path(site_packages) / "broken"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("import a_dependency_that_is_missing\n")
+    again = run_module(M, args(site, lk, verify_imports=names), check=True)
+    assert again["changed"] is False and again["imports"]["broken"] is None
+    assert "a_dependency_that_is_missing" in again["imports"]["errors"]["broken"]

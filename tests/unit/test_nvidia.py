@@ -106,3 +106,73 @@ def test_gpus_can_be_named_by_uuid_or_pci_bus_id_and_an_unknown_one_is_named():
     _sel, problems = NV.select_gpus([7, "GPU-nope"], gpus)
     assert len(problems) == 2 and problems[0].startswith("/dev/nvidia7 is not a GPU of this node")
     assert "/dev/nvidia0 = GPU-0a1b2c3d-3333-4a4a-8b8b-000000000003 0000:a1:00.0" in problems[0]
+
+
+# ---- the node's side of the driver (nvidia_gpu_facts node: true; role nvidia_driver's preflight and verify)
+
+def _node_tree(tmp_path, secure_boot=None):
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "os-release").write_text(
+        'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\nID=debian\n')
+    (tmp_path / "usr" / "bin").mkdir(parents=True)
+    (tmp_path / "usr" / "bin" / "pveversion").write_text("")
+    libs = tmp_path / "usr" / "lib" / "x86_64-linux-gnu"
+    libs.mkdir(parents=True)
+    for name in ("libnvidia-ml.so.570.153.02", "libnvidia-ml.so.1", "libnvidia-ml.so.550.127.08",
+                 "libnvidia-mlx.so.999.1.1", "libcuda.so.570.153.02"):
+        (libs / name).write_text("")
+    for bus, vendor in (("0000:01:00.0", "0x10de\n"), ("0000:02:00.0", "0x8086\n"), ("0000:41:00.0", "0x10DE\n")):
+        d = tmp_path / "sys" / "bus" / "pci" / "devices" / bus
+        d.mkdir(parents=True)
+        (d / "vendor").write_text(vendor)
+    for k in ("6.8.12-4-pve", "6.8.12-10-pve", "6.5.13-6-pve"):
+        (tmp_path / "lib" / "modules" / k).mkdir(parents=True)
+    (tmp_path / "lib" / "modules" / "README").write_text("not a kernel")
+    if secure_boot is not None:
+        efi = tmp_path / "sys" / "firmware" / "efi" / "efivars"
+        efi.mkdir(parents=True)
+        (efi / "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c").write_bytes(b"\x06\x00\x00\x00" + secure_boot)
+    return str(tmp_path)
+
+
+def test_read_node_reads_what_the_driver_role_needs_in_one_pass(tmp_path):
+    node = NV.read_node(root=_node_tree(tmp_path, secure_boot=b"\x00"), uname=("6.8.12-4-pve", "x86_64"))
+    assert node["os_family"] == "Debian" and node["distribution"] == "Debian GNU/Linux"
+    assert node["distribution_version"] == "12" and node["kernel"] == "6.8.12-4-pve"
+    assert node["pve"] is True and node["initramfs"] is False and node["secure_boot"] is False
+    assert node["nvidia_pci"] == ["0000:01:00.0", "0000:41:00.0"]
+    # versions sorted as versions: newest last, the bare soname link and other libraries ignored
+    assert node["userspace_versions"] == ["550.127.08", "570.153.02"] and node["userspace_version"] == "570.153.02"
+    # -10 is newer than -4 (a string sort says the opposite); a file is not a kernel
+    assert node["kernels"] == ["6.5.13-6-pve", "6.8.12-4-pve", "6.8.12-10-pve"]
+    assert node["newest_kernel"] == "6.8.12-10-pve"
+    st = os.statvfs(str(tmp_path))
+    assert abs(node["free_mib"] - st.f_bavail * st.f_frsize // (1 << 20)) <= 16
+
+
+def test_read_node_secure_boot_on_and_a_bare_machine(tmp_path):
+    on = tmp_path / "on"
+    on.mkdir()
+    assert NV.read_node(root=_node_tree(on, secure_boot=b"\x01"), uname=("6.1.0-28-amd64", "x86_64"))["secure_boot"] is True
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    node = NV.read_node(root=str(bare), uname=("6.1.0-28-amd64", "aarch64"))
+    assert node["os_family"] is None and node["secure_boot"] is None and node["pve"] is False
+    assert node["nvidia_pci"] == [] and node["userspace_version"] is None and node["newest_kernel"] is None
+    assert node["architecture"] == "aarch64"
+
+
+def test_os_release_family_follows_id_like():
+    assert NV.parse_os_release("ID=ubuntu\nID_LIKE=debian\n")["family"] == "Debian"
+    assert NV.parse_os_release("ID='rocky'\nID_LIKE=\"rhel centos fedora\"\n")["family"] == "Rocky"
+    assert NV.parse_os_release("# comment\n\n")["family"] is None
+
+
+def test_dkms_status_installed_for_exactly_that_kernel():
+    out = ("nvidia/570.153.02, 6.8.12-4-pve, x86_64: installed\n"
+           "nvidia/570.153.02, 6.8.12-10-pve, x86_64: built\n")
+    assert NV.dkms_has_module(out, "6.8.12-4-pve") is True
+    assert NV.dkms_has_module(out, "6.8.12-10-pve") is False   # built, not installed
+    assert NV.dkms_has_module(out, "6.8.12-1") is False         # a prefix of another kernel is not that kernel
+    assert NV.dkms_has_module("nvidia, 550.127.08, 6.5.13-6-pve, x86_64: installed", "6.5.13-6-pve") is True
+    assert NV.dkms_has_module("", "6.8.12-4-pve") is False
