@@ -66,3 +66,19 @@ def test_the_ct_got_the_hosts_userspace_driver_without_kernel_modules(host):
     assert [n for n in libs if n.startswith("libnvidia-ml.so.")] == ["libnvidia-ml.so.570.153.02"]
     runs = ct(host, "cat", "/var/log/gpuserve-fake-nvidia-installer.log").splitlines()
     assert runs == ["--silent --no-kernel-modules --no-x-check --no-nouveau-check --no-nvidia-modprobe"]
+
+
+def test_the_unit_runs_exactly_the_argv_the_module_built(host):
+    """One argv builder (module_utils/sglang_argv.server_argv) for the unit template and the module: systemd's parsed
+    ExecStart, the module's launch record and the running process's command line are the same list."""
+    import json
+    state = json.loads(ct(host, "cat", "/var/lib/gpuserve-sglang/llama.state.json"))
+    exec_start = ct(host, "systemctl", "show", "-p", "ExecStart", "--value", "sglang-llama.service")
+    # "{ path=/opt/... ; argv[]=/opt/sglang/venv/bin/python -m sglang.launch_server ... ; ignore_errors=no ; ... }"
+    unit_argv = exec_start.split("argv[]=", 1)[1].split(" ; ", 1)[0].split()
+    pid = ct(host, "systemctl", "show", "-p", "MainPID", "--value", "sglang-llama.service")
+    cmdline = json.loads(ct(host, "python3", "-c", "import json, sys; print(json.dumps(open('/proc/%s/cmdline' % "
+                            "sys.argv[1]).read().split(chr(0))[:-1]))", pid))
+    assert state["argv"] == unit_argv, (state["argv"], unit_argv)
+    assert cmdline == unit_argv and "--config" in unit_argv
+    assert not any("lab-api-key" in a for a in unit_argv)   # the key is in the --config file, not in argv
