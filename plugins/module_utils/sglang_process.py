@@ -525,3 +525,93 @@ def systemd_start(unit, log_path, restart=True, wait=15.0):
             return None, launch_id, offset, "unit %s did not start: Result=%s ExecMainStatus=%s%s" % (
                 unit, info.get("Result"), status, why)
         time.sleep(0.1)
+
+
+# ---- the decisions of the sglang_server module, as pure functions (the module does the side effects)
+
+def prev_port(prev):
+    """The --port of the previous launch's argv (as a one-element list), for a port owner we cannot name."""
+    argv = (prev or {}).get("argv") or []
+    return [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--port"][:1]
+
+
+def keep_running(state, running, prev_hash, wanted_hash):
+    """Whether a start may end at a health check: state started, a running server launched with this very
+    configuration (its hash). Anything else launches (or in check mode: would)."""
+    return state == "started" and running and bool(prev_hash) and prev_hash == wanted_hash
+
+
+def port_conflict(owner, running, cur_pid, prev, port, owned):
+    """The process holding host:port that a launch would collide with, or None. Our own running server may hold
+    it: ``owned(owner_pid, cur_pid)`` says whether owner_pid is it (or its child); an owner we cannot name counts as
+    ours when the previous launch used this port. Checked before anything is stopped."""
+    if owner is None:
+        return None
+    if running and (owned(owner["pid"], cur_pid) or (owner["pid"] is None and str(port) in prev_port(prev))):
+        return None
+    return owner
+
+
+def port_in_use_failure(host, port, owner, running):
+    """The failure record of a port held by another process (nothing was launched)."""
+    who = "pid %s (%s)" % (owner["pid"], " ".join(owner.get("cmdline") or [])[:200]) if owner.get("pid") \
+        else "another process"
+    return {"kind": "port_in_use", "rank": None, "phase": "args", "traceback": "",
+            "message": "port %d on %s is already in use by %s" % (port, host, who),
+            "hint": "Stop %s or set another port; nothing was launched%s." % (
+                who, " and the running server was left serving" if running else "")}
+
+
+def plan_vs_actual(planned, info, tolerance):
+    """The planned KV tokens next to what /server_info reports: the record, and a warning text when they differ
+    by more than ``tolerance`` (relative), naming the likely causes. (None, None) without a plan or an answer."""
+    if planned is None or not info:
+        return None, None
+    actual = info.get("max_total_num_tokens")
+    ratio = round(float(actual) / planned, 4) if actual and planned > 0 else None
+    within = ratio is not None and abs(ratio - 1.0) <= tolerance
+    record = {"predicted_max_total_num_tokens": planned, "actual_max_total_num_tokens": actual, "ratio": ratio,
+              "tolerance": tolerance, "within_tolerance": within}
+    warning = None if within else (
+        "planned %s KV tokens, SGLang reports %s (ratio %s, beyond the %.0f %% tolerance): the plan's inputs differ "
+        "from this launch - most often the free memory after CUDA/NCCL init (measure it: playbooks/diagnose.yml "
+        "replays the launch's logged numbers) or a checkpoint that is not the model its config.json describes"
+        % (planned, actual, ratio, 100 * tolerance))
+    return record, warning
+
+
+def exec_failure(out, exec_main_status, executable):
+    """systemd's exit status of a failed start added to the failure (status 203/EXEC: the interpreter could not
+    be executed, named as such when the launch wrote no output). Returns ``out``, changed in place."""
+    status = exec_main_status or ""
+    if status.isdigit() and out.get("failure") is not None:
+        out["failure"]["exit_code"] = int(status)
+        if status == "203" and out.get("stale"):
+            out["failure"].update(
+                message="systemd could not execute %s (status 203/EXEC): not an executable" % executable,
+                hint="Check python= (the SGLang venv's interpreter, role sglang_venv) exists and is executable.")
+    return out
+
+
+def failure_message(out, launch_id, ready_timeout):
+    """The one-line error of a launch that did not become ready (timed out, or failed with its facts)."""
+    if out["status"] == "timeout":
+        return "SGLang did not become ready within %ss (last phase: %s); stopped it" % (ready_timeout, out.get("phase"))
+    f = out.get("failure") or {}
+    msg = "SGLang failed to start: %s in phase %s: %s\nHint: %s" % (
+        f.get("kind"), f.get("phase"), f.get("message"), f.get("hint"))
+    if out.get("stale"):
+        msg = "no output from this launch (launch %s): %s" % (launch_id, msg)
+    return msg
+
+
+def write_secret_config(path, text, gid):
+    """SGLang's --config file with the key (0640 root:<gid>, or 0600), or no file when there is no key."""
+    if text is None:
+        if os.path.lexists(path):
+            os.unlink(path)
+        return
+    d = os.path.dirname(path)
+    if d and not os.path.isdir(d):
+        os.makedirs(d, 0o750)
+    write_private(path, text, 0o640 if gid is not None else 0o600, gid)

@@ -248,8 +248,9 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import
     SECRET_ARGS, ArgvError, config_text, is_loopback, server_argv,
 )
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import (
-    config_hash, environment_file, http_get, launch, load_salt, owned_by, pid_alive, port_owner, read_state,
-    secret_digest, server_info, stop, systemctl, systemd_start, unit_show, watch, write_private, write_state,
+    config_hash, environment_file, exec_failure, failure_message, http_get, keep_running, launch, load_salt, owned_by,
+    pid_alive, plan_vs_actual, port_conflict, port_in_use_failure, port_owner, read_state, secret_digest, server_info, stop,
+    systemctl, systemd_start, unit_show, watch, write_private, write_secret_config, write_state,
 )
 
 
@@ -377,7 +378,7 @@ def main():
     chash = config_hash(argv, public, p["revision"], digest)
     result.update(argv=argv, config_hash=chash)
 
-    if p["state"] == "started" and running and prev.get("config_hash") == chash:
+    if keep_running(p["state"], running, prev.get("config_hash"), chash):
         code, _body = http_get(base_url + p["health"], timeout=20.0, api_key=p["api_key"])
         if code == 200:
             # also in check mode (a read-only GET): a role's quick look in check mode is then the whole answer
@@ -392,17 +393,9 @@ def main():
 
     # the port is checked before anything is stopped: a port held by another process must not take a healthy
     # server down (only our own running server may hold it)
-    owner = port_owner(p["host"], p["port"])
-    if owner is not None and running and (owned_by(owner["pid"], cur_pid) or (
-            owner["pid"] is None and str(p["port"]) in _prev_port(prev))):
-        owner = None
+    owner = port_conflict(port_owner(p["host"], p["port"]), running, cur_pid, prev, p["port"], owned_by)
     if owner is not None:
-        who = "pid %s (%s)" % (owner["pid"], " ".join(owner["cmdline"])[:200]) if owner["pid"] else "another process"
-        result.update(changed=False, status="failed", failure={
-            "kind": "port_in_use", "rank": None, "phase": "args", "traceback": "",
-            "message": "port %d on %s is already in use by %s" % (p["port"], p["host"], who),
-            "hint": "Stop %s or set another port; nothing was launched%s." % (
-                who, " and the running server was left serving" if running else "")})
+        result.update(changed=False, status="failed", failure=port_in_use_failure(p["host"], p["port"], owner, running))
         module.fail_json(msg=result["failure"]["message"], **result)
     if running and not systemd:
         stop(cur_pid)
@@ -436,61 +429,18 @@ def main():
     if out["status"] == "ready":
         info = server_info(base_url, p["api_key"])
         result["server_info"] = info
-        if p["plan_max_total_num_tokens"] is not None and info:
-            actual = info.get("max_total_num_tokens")
-            ratio = round(float(actual) / p["plan_max_total_num_tokens"], 4) \
-                if actual and p["plan_max_total_num_tokens"] > 0 else None
-            within = ratio is not None and abs(ratio - 1.0) <= p["plan_tolerance"]
-            result["plan_vs_actual"] = {"predicted_max_total_num_tokens": p["plan_max_total_num_tokens"],
-                                        "actual_max_total_num_tokens": actual, "ratio": ratio,
-                                        "tolerance": p["plan_tolerance"], "within_tolerance": within}
-            if not within:
-                module.warn("planned %s KV tokens, SGLang reports %s (ratio %s, beyond the %.0f %% tolerance): the "
-                            "plan's inputs differ from this launch - most often the free memory after CUDA/NCCL "
-                            "init (measure it: playbooks/diagnose.yml replays the launch's logged numbers) or a "
-                            "checkpoint that is not the model its config.json describes"
-                            % (p["plan_max_total_num_tokens"], actual, ratio, 100 * p["plan_tolerance"]))
+        record, warning = plan_vs_actual(p["plan_max_total_num_tokens"], info, p["plan_tolerance"])
+        if record is not None:
+            result["plan_vs_actual"] = record
+        if warning:
+            module.warn(warning)
         module.exit_json(**result)
     if systemd and out["status"] == "failed":
-        info = unit_show(unit)
-        status = info.get("ExecMainStatus") or ""
-        if status.isdigit() and out["failure"] is not None:
-            out["failure"]["exit_code"] = int(status)
-            if status == "203" and out["stale"]:
-                out["failure"].update(
-                    message="systemd could not execute %s (status 203/EXEC): not an executable" % argv[0],
-                    hint="Check python= (the SGLang venv's interpreter, role sglang_venv) exists and is executable.")
-        result.update(out)
+        result.update(exec_failure(out, unit_show(unit).get("ExecMainStatus"), argv[0]))
     halt(pid)   # failed or timed out: stopped, so nothing restarts it in a loop
     write_state(state_path, {"pid": None, "config_hash": "", "launch_id": launch_id, "log_path": log_path,
                              "log_offset": offset, "argv": argv, "manager": p["manager"]})
-    if out["status"] == "timeout":
-        module.fail_json(msg="SGLang did not become ready within %ss (last phase: %s); stopped it"
-                         % (p["ready_timeout"], out["phase"]), **result)
-    f = out["failure"] or {}
-    msg = "SGLang failed to start: %s in phase %s: %s\nHint: %s" % (
-        f.get("kind"), f.get("phase"), f.get("message"), f.get("hint"))
-    if out["stale"]:
-        msg = "no output from this launch (launch %s): %s" % (launch_id, msg)
-    module.fail_json(msg=msg, **result)
-
-
-def write_secret_config(path, text, gid):
-    """SGLang's --config file with the key (0640 root:<gid>, or 0600), or no file when there is no key."""
-    if text is None:
-        if os.path.lexists(path):
-            os.unlink(path)
-        return
-    d = os.path.dirname(path)
-    if d and not os.path.isdir(d):
-        os.makedirs(d, 0o750)
-    write_private(path, text, 0o640 if gid is not None else 0o600, gid)
-
-
-def _prev_port(prev):
-    """The --port of the previous launch's argv (as a one-element list), for a port owner we cannot name."""
-    argv = prev.get("argv") or []
-    return [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--port"][:1]
+    module.fail_json(msg=failure_message(out, launch_id, p["ready_timeout"]), **result)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
 """sglang_process helpers that need no process: systemd quoting and the EnvironmentFile body."""
+import os
+
 import pytest
 
 from unit_helpers import load_module_util
@@ -25,3 +27,81 @@ def test_environment_file_is_sorted_quoted_and_refuses_what_it_cannot_hold():
         SP.environment_file({"A": "x\ny"})
     with pytest.raises(ValueError, match="'1BAD' is not a valid environment variable name"):
         SP.environment_file({"1BAD": "x"})
+
+
+# ---- the sglang_server module's decisions (pure functions in sglang_process)
+
+def test_a_running_server_is_kept_only_when_started_with_this_very_configuration():
+    assert SP.keep_running("started", True, "abc", "abc") is True
+    assert SP.keep_running("restarted", True, "abc", "abc") is False
+    assert SP.keep_running("started", False, "abc", "abc") is False
+    assert SP.keep_running("started", True, "abc", "abd") is False
+    assert SP.keep_running("started", True, "", "") is False          # a failed launch records no hash
+
+
+def test_the_port_owner_is_a_conflict_unless_it_is_our_running_server():
+    other = {"pid": 4242, "cmdline": ["nginx", "-g", "daemon off;"]}
+    ours = lambda pid, root: pid == root   # noqa: E731
+    assert SP.port_conflict(None, True, 7, {}, 30000, ours) is None
+    assert SP.port_conflict(other, True, 4242, {}, 30000, ours) is None           # our server holds it
+    assert SP.port_conflict(other, True, 7, {}, 30000, ours) is other             # a stranger, while we run
+    assert SP.port_conflict(other, False, None, {}, 30000, ours) is other
+    unnamed = {"pid": None, "cmdline": []}                                        # another namespace: no pid
+    prev = {"argv": ["python", "-m", "sglang.launch_server", "--port", "30000"]}
+    assert SP.port_conflict(unnamed, True, 7, prev, 30000, ours) is None          # the port our last launch used
+    assert SP.port_conflict(unnamed, True, 7, prev, 30001, ours) is unnamed       # a move to a port held by another
+    assert SP.port_conflict(unnamed, False, None, prev, 30000, ours) is unnamed   # not running: not ours
+
+
+def test_port_in_use_names_the_holder_and_says_the_running_server_kept_serving():
+    f = SP.port_in_use_failure("127.0.0.1", 30001, {"pid": 4242, "cmdline": ["nginx", "-g", "daemon off;"]}, True)
+    assert f["kind"] == "port_in_use" and f["phase"] == "args"
+    assert f["message"] == "port 30001 on 127.0.0.1 is already in use by pid 4242 (nginx -g daemon off;)"
+    assert f["hint"] == "Stop pid 4242 (nginx -g daemon off;) or set another port; nothing was launched and the running " \
+                        "server was left serving."
+    f = SP.port_in_use_failure("0.0.0.0", 30000, {"pid": None}, False)
+    assert f["hint"] == "Stop another process or set another port; nothing was launched."
+
+
+def test_plan_vs_actual_within_and_beyond_the_tolerance():
+    record, warning = SP.plan_vs_actual(207346, {"max_total_num_tokens": 207346}, 0.1)
+    assert record == {"predicted_max_total_num_tokens": 207346, "actual_max_total_num_tokens": 207346, "ratio": 1.0,
+                      "tolerance": 0.1, "within_tolerance": True} and warning is None
+    record, warning = SP.plan_vs_actual(207346, {"max_total_num_tokens": 128000}, 0.1)
+    assert record["ratio"] == 0.6173 and record["within_tolerance"] is False
+    assert warning.startswith("planned 207346 KV tokens, SGLang reports 128000 (ratio 0.6173, beyond the 10 % tolerance)")
+    assert "checkpoint that is not the model" in warning
+    assert SP.plan_vs_actual(None, {"max_total_num_tokens": 1}, 0.1) == (None, None)
+    assert SP.plan_vs_actual(1000, {}, 0.1) == (None, None)
+    record, warning = SP.plan_vs_actual(1000, {"max_total_num_tokens": None}, 0.1)
+    assert record["ratio"] is None and record["within_tolerance"] is False and warning
+
+
+def test_systemd_203_with_no_output_is_named_as_a_missing_interpreter():
+    out = {"status": "failed", "stale": True, "failure": {"kind": "other", "message": "exited", "hint": "?"}}
+    SP.exec_failure(out, "203", "/opt/sglang/venv/bin/python")
+    assert out["failure"]["exit_code"] == 203
+    assert out["failure"]["message"] == ("systemd could not execute /opt/sglang/venv/bin/python (status 203/EXEC): "
+                                         "not an executable")
+    out = {"status": "failed", "stale": False, "failure": {"kind": "kv_pool_oom", "message": "m", "hint": "h"}}
+    SP.exec_failure(out, "1", "/x")
+    assert out["failure"] == {"kind": "kv_pool_oom", "message": "m", "hint": "h", "exit_code": 1}
+    assert SP.exec_failure({"status": "failed", "failure": None}, "", "/x") == {"status": "failed", "failure": None}
+
+
+def test_failure_message_for_a_timeout_a_failure_and_a_launch_that_wrote_nothing():
+    assert SP.failure_message({"status": "timeout", "phase": "cuda_graph"}, "l1", 1800.0) == \
+        "SGLang did not become ready within 1800.0s (last phase: cuda_graph); stopped it"
+    out = {"status": "failed", "stale": False,
+           "failure": {"kind": "kv_pool_oom", "phase": "kv_cache", "message": "Not enough memory", "hint": "lower X"}}
+    assert SP.failure_message(out, "l1", 1) == ("SGLang failed to start: kv_pool_oom in phase kv_cache: Not enough memory"
+                                                "\nHint: lower X")
+    assert SP.failure_message(dict(out, stale=True), "l1", 1).startswith("no output from this launch (launch l1): ")
+
+
+def test_the_secret_config_is_private_and_removed_with_the_key(tmp_path):
+    path = str(tmp_path / "etc" / "x.yaml")
+    SP.write_secret_config(path, "api_key: k\n", None)
+    assert open(path).read() == "api_key: k\n" and oct(os.stat(path).st_mode & 0o777) == "0o600"
+    SP.write_secret_config(path, None, None)
+    assert not os.path.lexists(path)
