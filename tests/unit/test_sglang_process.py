@@ -41,7 +41,9 @@ def test_a_running_server_is_kept_only_when_started_with_this_very_configuration
 
 def test_the_port_owner_is_a_conflict_unless_it_is_our_running_server():
     other = {"pid": 4242, "cmdline": ["nginx", "-g", "daemon off;"]}
-    ours = lambda pid, root: pid == root   # noqa: E731
+
+    def ours(pid, root):
+        return pid == root
     assert SP.port_conflict(None, True, 7, {}, 30000, ours) is None
     assert SP.port_conflict(other, True, 4242, {}, 30000, ours) is None           # our server holds it
     assert SP.port_conflict(other, True, 7, {}, 30000, ours) is other             # a stranger, while we run
