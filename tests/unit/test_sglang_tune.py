@@ -233,3 +233,25 @@ def test_fit_makes_no_more_changes_than_needed(monkeypatch, name, gpu, n, args):
                 if v == args.get(key) or (key == "tp_size" and v > n):
                     continue
                 assert not _starts(config, g, dict(args, **{key: v})), "a single change %s=%s starts it" % (key, v)
+
+
+@pytest.mark.parametrize("name,gpu,n", [("llama-3.1-8b", A6000, 1), ("qwen3.6-27b", A6000, 2), ("deepseek-v3", H200, 8)])
+def test_piecewise_graphs_are_not_a_search_dimension_because_an_explicit_fraction_makes_them_free(name, gpu, n):
+    """Why GRID has no piecewise dimension: in SGLang 0.5.9's arithmetic (which plan() follows, proven by the oracle)
+    piecewise CUDA graphs only enlarge the reserve of the automatic fraction; with an explicit fraction - which every
+    configuration choose() returns has - the pool and the planner's headroom are the same with or without them, so
+    switching them off could buy nothing. If the planner ever charges them with an explicit fraction, this fails and
+    they belong in the grid."""
+    config, g = cfg(name), gpus(gpu, n)
+    base = {"tp_size": n}
+    for fraction in (0.8, 0.88):
+        a = dict(base, mem_fraction_static=fraction)
+        off = SM.plan(config, g, a, _fixes=False)
+        on = SM.plan(config, g, dict(a, enable_piecewise_cuda_graph=True), _fixes=False)
+        assert on["max_total_num_tokens"] == off["max_total_num_tokens"]
+        assert on["per_gpu"][0]["headroom_need_gb"] == off["per_gpu"][0]["headroom_need_gb"]
+    auto_off = SM.plan(config, g, base, _fixes=False)
+    auto_on = SM.plan(config, g, dict(base, enable_piecewise_cuda_graph=True), _fixes=False)
+    assert auto_on["mem_fraction_static"] < auto_off["mem_fraction_static"]      # the auto fraction reserves for them
+    chosen = ST.choose(config, g, "tokens", {"enable_piecewise_cuda_graph": True}, keep=[])
+    assert chosen["args"]["enable_piecewise_cuda_graph"] is True and "mem_fraction_static" in chosen["args"]
