@@ -13,6 +13,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import
 )
 from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_hub import repo_id_problem
 from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import policy_versions, select_gpus
+from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import vmid_problem
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import parse_log
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import systemd_exec_line
 from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import flash_attn_mismatches, max_build_jobs, parse_lock
@@ -107,6 +108,12 @@ def hf_repo_id_problem(repo_id):
     return repo_id_problem(repo_id) or ""
 
 
+def pve_vmid_problem(value, name="vmid"):
+    """Why value is not a Proxmox CT id, naming the variable ``name`` (the one rule of deploy.yml, the roles and
+    pve_lxc), or ''."""
+    return vmid_problem(value, name)
+
+
 class FilterModule(object):
     def filters(self):
         return {"sglang_log": sglang_log, "sglang_argv": sglang_argv, "sglang_systemd_exec": sglang_systemd_exec,
@@ -114,4 +121,5 @@ class FilterModule(object):
                 "nvidia_select_gpus": nvidia_select_gpus, "nvidia_gpu_minors": nvidia_gpu_minors, "sglang_is_loopback": sglang_is_loopback,
                 "sglang_args_from_argv": sglang_args_from_argv,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,
-                "flash_attn_max_jobs": flash_attn_max_jobs, "hf_repo_id_problem": hf_repo_id_problem}
+                "flash_attn_max_jobs": flash_attn_max_jobs, "hf_repo_id_problem": hf_repo_id_problem,
+                "pve_vmid_problem": pve_vmid_problem}

@@ -29,6 +29,20 @@ class PveConfError(ValueError):
     """A config line or a device spec that Proxmox would refuse; the message names it."""
 
 
+_VMID = re.compile(r"^[1-9][0-9]{2,8}$")
+
+
+def vmid_problem(value, name="vmid"):
+    """The one rule for a Proxmox CT id (deploy.yml's inventory check, role lxc_gpu_passthrough's entry points,
+    module pve_lxc): 100-999999999 written as a plain number. Returns why ``value`` is not one, naming ``name``
+    (the variable the operator set), or '' when it is."""
+    text = "" if value is None else str(value).strip()
+    if isinstance(value, bool) or not _VMID.match(text):
+        return "%s=%s must be a Proxmox CT id, 100-999999999" % (
+            name, "(unset)" if value is None or text == "" else text)
+    return ""
+
+
 def split_sections(text):
     """Return (main_lines, [(section_name, [lines incl. header]), ...]); lines keep their newline."""
     lines = text.splitlines(True)

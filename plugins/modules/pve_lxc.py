@@ -171,6 +171,7 @@ import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import vmid_problem
 from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_lxc import (
     PveLxcError, config_changes, create_params, pve_value,
 )
@@ -251,8 +252,8 @@ def main():
         module.fail_json(msg=missing_required_lib("proxmoxer"), exception=PROXMOXER_ERR)
     p = module.params
     node, vmid = p["node"], p["vmid"]
-    if not 100 <= vmid <= 999999999:
-        module.fail_json(msg="vmid=%d: Proxmox CT IDs are 100-999999999" % vmid)
+    if vmid_problem(vmid):
+        module.fail_json(msg=vmid_problem(vmid) + "; nothing was changed")
     if p["ca_file"] and not p["validate_certs"]:
         module.fail_json(msg="ca_file=%s with validate_certs=false: the CA would not be used; drop validate_certs: "
                              "false" % p["ca_file"])

@@ -103,3 +103,14 @@ def test_one_property_string_parser_for_config_files_and_api_values():
     lxc = load_module_util("pve_lxc")
     want = {"name": "eth0", "bridge": "vmbr0", "ip": "dhcp"}
     assert lxc.parse_prop("name=eth0,bridge=vmbr0,ip=dhcp", "name") == want
+
+
+@pytest.mark.parametrize("value,ok", [(100, True), ("129", True), (999999999, True), (" 129 ", True),
+                                      (99, False), ("0129", False), (1000000000, False), ("129; reboot", False),
+                                      (None, False), ("", False), (True, False), (-129, False), ("1e3", False)])
+def test_one_rule_for_a_ct_id_names_the_variable(value, ok):
+    problem = PC.vmid_problem(value, "proxmox_vmid")
+    assert (problem == "") is ok
+    if not ok:
+        shown = "(unset)" if value in (None, "") else str(value).strip()
+        assert problem == "proxmox_vmid=%s must be a Proxmox CT id, 100-999999999" % shown
