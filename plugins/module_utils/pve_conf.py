@@ -18,7 +18,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
+import itertools
+import os
 import re
+import shutil
+import time
 
 _SECTION = re.compile(r"^\[([^\]]+)\]\s*$")
 _OPTION = re.compile(r"^([a-z][a-z0-9_.\-]*)\s*[:=]\s*(.*?)\s*$")
@@ -191,3 +196,94 @@ def set_raw_lines(text, wanted, owns):
     if sections and not trailing:
         trailing = ["\n"]
     return "".join(kept) + "".join(trailing) + "".join("".join(lines) for _name, lines in sections)
+
+
+# ---- the devN and raw-line planning of module pve_lxc_conf (pure, unit-tested in test_pve_conf)
+
+def dev_value(spec):
+    parts = [spec["path"]]
+    if spec.get("deny_write"):
+        parts.append("deny-write=1")
+    for key in ("gid", "mode", "uid"):
+        if spec.get(key) is not None:
+            parts.append("%s=%s" % (key, spec[key]))
+    return ",".join(parts)
+
+
+def plan_devices(opts, devices, owned):
+    """(changes, deletes, final) for devN: same path keeps its index, new paths take the lowest free one."""
+    current = {}
+    for key, value in opts.items():
+        m = re.match(r"^dev(\d+)$", key)
+        if m:
+            current[int(m.group(1))] = value
+    path_of = dict((n, parse_property_string(v, default_key="path").get("path", "")) for n, v in current.items())
+    ours = dict((n, p) for n, p in path_of.items() if re.search(owned, p))
+    wanted = [(d["path"], dev_value(d)) for d in devices]
+    by_path = dict((p, n) for n, p in ours.items())
+    foreign = set(n for n in current if n not in ours)
+    reserved = set(by_path[path] for path, _v in wanted if path in by_path)
+    changes, final, assigned = {}, [], set()
+    for path, value in wanted:
+        n = by_path.get(path)
+        if n is None:
+            n = next(i for i in itertools.count() if i not in foreign and i not in reserved and i not in assigned)
+        assigned.add(n)
+        final.append((n, value))
+        if current.get(n) != value:
+            changes["dev%d" % n] = value
+    keep = set(n for n, _v in final)
+    deletes = ["dev%d" % n for n in ours if n not in keep]
+    return changes, deletes, [{"index": n, "value": v} for n, v in sorted(final)]
+
+
+def backup_config(path, backup_dir, vmid, keep):
+    """Copy the config to a backup name unique even within one second (microseconds + a counter), then keep only
+    the newest ``keep`` backups of this CT. Returns the backup's path."""
+    stamp = time.strftime("%Y%m%dT%H%M%S") + ".%06d" % (int(time.time() * 1e6) % 1000000)
+    n = 0
+    while True:
+        backup = os.path.join(backup_dir, "%d.conf.%s%s" % (vmid, stamp, "" if n == 0 else "-%d" % n))
+        try:
+            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            break
+        except OSError as exc:
+            if exc.errno != errno.EEXIST:
+                raise
+            n += 1
+    with open(path, "rb") as src, os.fdopen(fd, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    prefix = "%d.conf." % vmid
+    mine = sorted(n for n in os.listdir(backup_dir) if n.startswith(prefix))
+    for old in mine[:max(0, len(mine) - max(1, keep))]:
+        os.remove(os.path.join(backup_dir, old))
+    return backup
+
+
+def raw_device_lines(specs):
+    """The raw LXC lines passing device nodes through by cgroup rule and bind mount: each spec has ``path``,
+    ``rdev`` = (kind c|b, major, minor) and ``deny_write``. Rules first, then mounts (as LXC reads them)."""
+    rules, mounts = [], []
+    for spec in specs:
+        kind, major, minor = spec["rdev"]
+        rules.append(("lxc.cgroup2.devices.allow", "%s %d:%d %s" % (kind, major, minor,
+                                                                    "rm" if spec.get("deny_write") else "rwm")))
+        mounts.append(("lxc.mount.entry", "%s %s none bind,optional,create=file%s"
+                       % (spec["path"], spec["path"].lstrip("/"), ",ro" if spec.get("deny_write") else "")))
+    return rules + mounts
+
+
+def line_owner(majors, owned_mounts):
+    """owns(key, value): whether a raw line is this module's - a cgroup rule for one of ``majors`` (v1 or v2 key),
+    or a mount entry matching the regular expression ``owned_mounts`` (re.error when it is not one)."""
+    mounts = re.compile(owned_mounts)
+    majors = set(int(m) for m in majors)
+
+    def owns(key, value):
+        if key in ("lxc.cgroup2.devices.allow", "lxc.cgroup.devices.allow"):
+            m = re.match(r"^[cb] (\d+):", value.strip())
+            return bool(m) and int(m.group(1)) in majors
+        if key == "lxc.mount.entry":
+            return bool(mounts.search(value.strip()))
+        return False
+    return owns

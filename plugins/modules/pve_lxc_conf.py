@@ -156,78 +156,21 @@ diff:
   type: dict
 """
 
-import errno
-import itertools
 import os
 import re
-import shutil
 import stat
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import (
-    PveConfError, parse, parse_property_string, set_options, set_raw_lines,
+    PveConfError, backup_config, line_owner, parse, plan_devices, raw_device_lines, set_options, set_raw_lines,
 )
 
 
-def dev_value(spec):
-    parts = [spec["path"]]
-    if spec.get("deny_write"):
-        parts.append("deny-write=1")
-    for key in ("gid", "mode", "uid"):
-        if spec.get(key) is not None:
-            parts.append("%s=%s" % (key, spec[key]))
-    return ",".join(parts)
+def _rdev(path):
+    """(kind, major, minor) of a device node."""
+    st = os.stat(path)
+    return ("c" if stat.S_ISCHR(st.st_mode) else "b", os.major(st.st_rdev), os.minor(st.st_rdev))
 
-
-def plan_devices(opts, devices, owned):
-    """(changes, deletes, final) for devN: same path keeps its index, new paths take the lowest free one."""
-    current = {}
-    for key, value in opts.items():
-        m = re.match(r"^dev(\d+)$", key)
-        if m:
-            current[int(m.group(1))] = value
-    path_of = dict((n, parse_property_string(v, default_key="path").get("path", "")) for n, v in current.items())
-    ours = dict((n, p) for n, p in path_of.items() if re.search(owned, p))
-    wanted = [(d["path"], dev_value(d)) for d in devices]
-    by_path = dict((p, n) for n, p in ours.items())
-    foreign = set(n for n in current if n not in ours)
-    reserved = set(by_path[path] for path, _v in wanted if path in by_path)
-    changes, final, assigned = {}, [], set()
-    for path, value in wanted:
-        n = by_path.get(path)
-        if n is None:
-            n = next(i for i in itertools.count() if i not in foreign and i not in reserved and i not in assigned)
-        assigned.add(n)
-        final.append((n, value))
-        if current.get(n) != value:
-            changes["dev%d" % n] = value
-    keep = set(n for n, _v in final)
-    deletes = ["dev%d" % n for n in ours if n not in keep]
-    return changes, deletes, [{"index": n, "value": v} for n, v in sorted(final)]
-
-
-def backup_config(path, backup_dir, vmid, keep):
-    """Copy the config to a backup name unique even within one second (microseconds + a counter), then keep only
-    the newest ``keep`` backups of this CT. Returns the backup's path."""
-    stamp = time.strftime("%Y%m%dT%H%M%S") + ".%06d" % (int(time.time() * 1e6) % 1000000)
-    n = 0
-    while True:
-        backup = os.path.join(backup_dir, "%d.conf.%s%s" % (vmid, stamp, "" if n == 0 else "-%d" % n))
-        try:
-            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            break
-        except OSError as exc:
-            if exc.errno != errno.EEXIST:
-                raise
-            n += 1
-    with open(path, "rb") as src, os.fdopen(fd, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    prefix = "%d.conf." % vmid
-    mine = sorted(n for n in os.listdir(backup_dir) if n.startswith(prefix))
-    for old in mine[:max(0, len(mine) - max(1, keep))]:
-        os.remove(os.path.join(backup_dir, old))
-    return backup
 
 
 def main():
@@ -272,35 +215,17 @@ def main():
                              **result)
     raw = []
     if p["passthrough"] == "raw":
-        rules, mounts = [], []
-        for spec in p["devices"]:
-            st = os.stat(spec["path"])
-            kind = "c" if stat.S_ISCHR(st.st_mode) else "b"
-            rules.append(("lxc.cgroup2.devices.allow", "%s %d:%d %s" % (kind, os.major(st.st_rdev), os.minor(st.st_rdev),
-                                                                        "rm" if spec["deny_write"] else "rwm")))
-            mounts.append(("lxc.mount.entry", "%s %s none bind,optional,create=file%s"
-                           % (spec["path"], spec["path"].lstrip("/"), ",ro" if spec["deny_write"] else "")))
-        raw.extend(rules + mounts)
+        raw.extend(raw_device_lines([dict(spec, rdev=_rdev(spec["path"])) for spec in p["devices"]]))
     for item in p["raw"]:
         if len(item) != 2 or not str(item[0]).startswith("lxc."):
             module.fail_json(msg="raw: %r is not a [lxc.key, value] pair" % (item,), **result)
         raw.append((str(item[0]), str(item[1])))
     try:
-        owned_mounts = re.compile(p["owned_mounts"])
+        owns = line_owner(set(p["owned_majors"]) | set(_rdev(spec["path"])[1] for spec in p["devices"]),
+                          p["owned_mounts"])
         re.compile(p["owned_paths"])
     except re.error as exc:
         module.fail_json(msg="owned_mounts/owned_paths: not a regular expression: %s" % exc, **result)
-    majors = set(p["owned_majors"])
-    for spec in p["devices"]:
-        majors.add(os.major(os.stat(spec["path"]).st_rdev))
-
-    def owns(key, value):
-        if key in ("lxc.cgroup2.devices.allow", "lxc.cgroup.devices.allow"):
-            m = re.match(r"^[cb] (\d+):", value.strip())
-            return bool(m) and int(m.group(1)) in majors
-        if key == "lxc.mount.entry":
-            return bool(owned_mounts.search(value.strip()))
-        return False
 
     for key, value in raw:
         if not owns(key, value):

@@ -1,4 +1,5 @@
 """pve_conf: Proxmox CT config edits that keep every operator line and never touch snapshots."""
+import os
 import re
 
 import pytest
@@ -114,3 +115,51 @@ def test_one_rule_for_a_ct_id_names_the_variable(value, ok):
     if not ok:
         shown = "(unset)" if value in (None, "") else str(value).strip()
         assert problem == "proxmox_vmid=%s must be a Proxmox CT id, 100-999999999" % shown
+
+
+# ---- devN and raw-line planning (module pve_lxc_conf's logic, unit-tested here)
+
+def test_plan_devices_keeps_indexes_reuses_freed_ones_and_never_takes_a_foreign_one():
+    opts = {"dev0": "/dev/dri/renderD128,gid=104", "dev1": "/dev/nvidia0,mode=0666", "dev2": "/dev/nvidiactl",
+            "dev4": "/dev/nvidia-uvm"}
+    devices = [{"path": "/dev/nvidiactl"}, {"path": "/dev/nvidia1", "mode": "0666"}, {"path": "/dev/nvidia-uvm",
+                                                                                       "deny_write": True}]
+    changes, deletes, final = PC.plan_devices(opts, devices, "^/dev/nvidia")
+    # nvidiactl keeps dev2; nvidia-uvm keeps dev4 (its value changes); nvidia1 takes the lowest index that is neither
+    # the operator's (dev0) nor kept: dev1, which nvidia0 (no longer wanted) frees
+    assert final == [{"index": 1, "value": "/dev/nvidia1,mode=0666"}, {"index": 2, "value": "/dev/nvidiactl"},
+                     {"index": 4, "value": "/dev/nvidia-uvm,deny-write=1"}]
+    assert changes == {"dev1": "/dev/nvidia1,mode=0666", "dev4": "/dev/nvidia-uvm,deny-write=1"}
+    assert deletes == []                      # dev1 is rewritten, not deleted
+    changes, deletes, final = PC.plan_devices(opts, [], "^/dev/nvidia")
+    assert changes == {} and sorted(deletes) == ["dev1", "dev2", "dev4"] and final == []   # dev0 is not ours
+
+
+def test_raw_lines_are_rules_then_mounts_and_the_owner_knows_its_lines():
+    lines = PC.raw_device_lines([{"path": "/dev/nvidia0", "rdev": ("c", 195, 0)},
+                                 {"path": "/dev/nvidia-uvm", "rdev": ("c", 510, 0), "deny_write": True}])
+    assert lines == [("lxc.cgroup2.devices.allow", "c 195:0 rwm"), ("lxc.cgroup2.devices.allow", "c 510:0 rm"),
+                     ("lxc.mount.entry", "/dev/nvidia0 dev/nvidia0 none bind,optional,create=file"),
+                     ("lxc.mount.entry", "/dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file,ro")]
+    owns = PC.line_owner({195, 510}, "^/dev/nvidia")
+    assert all(owns(k, v) for k, v in lines)
+    assert owns("lxc.cgroup.devices.allow", "c 195:* rwm")              # a cgroup v1 rule of ours
+    assert not owns("lxc.cgroup2.devices.allow", "c 226:0 rwm")         # the iGPU's: never touched
+    assert not owns("lxc.mount.entry", "/dev/dri dev/dri none bind,optional,create=dir")
+    assert not owns("lxc.apparmor.profile", "unconfined")
+    with pytest.raises(re.error):
+        PC.line_owner({195}, "(")
+
+
+def test_backups_are_unique_within_a_second_and_only_the_newest_are_kept(tmp_path):
+    conf = tmp_path / "129.conf"
+    conf.write_text("arch: amd64\n")
+    backups = tmp_path / "b"
+    backups.mkdir()
+    (backups / "130.conf.20260101T000000.000000").write_text("another CT's")
+    made = [PC.backup_config(str(conf), str(backups), 129, 3) for dummy in range(5)]
+    assert len(set(made)) == 5                                   # no two runs overwrite each other
+    left = sorted(p.name for p in backups.iterdir())
+    assert len([n for n in left if n.startswith("129.conf.")]) == 3 and "130.conf.20260101T000000.000000" in left
+    assert all(open(p).read() == "arch: amd64\n" for p in made if os.path.exists(p))
+    assert oct(os.stat(made[-1]).st_mode & 0o777) == "0o600"
