@@ -172,7 +172,6 @@ def _rdev(path):
     return ("c" if stat.S_ISCHR(st.st_mode) else "b", os.major(st.st_rdev), os.minor(st.st_rdev))
 
 
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(

@@ -122,8 +122,8 @@ def test_one_rule_for_a_ct_id_names_the_variable(value, ok):
 def test_plan_devices_keeps_indexes_reuses_freed_ones_and_never_takes_a_foreign_one():
     opts = {"dev0": "/dev/dri/renderD128,gid=104", "dev1": "/dev/nvidia0,mode=0666", "dev2": "/dev/nvidiactl",
             "dev4": "/dev/nvidia-uvm"}
-    devices = [{"path": "/dev/nvidiactl"}, {"path": "/dev/nvidia1", "mode": "0666"}, {"path": "/dev/nvidia-uvm",
-                                                                                       "deny_write": True}]
+    devices = [{"path": "/dev/nvidiactl"}, {"path": "/dev/nvidia1", "mode": "0666"},
+               {"path": "/dev/nvidia-uvm", "deny_write": True}]
     changes, deletes, final = PC.plan_devices(opts, devices, "^/dev/nvidia")
     # nvidiactl keeps dev2; nvidia-uvm keeps dev4 (its value changes); nvidia1 takes the lowest index that is neither
     # the operator's (dev0) nor kept: dev1, which nvidia0 (no longer wanted) frees
