@@ -174,3 +174,49 @@ def test_the_pct_connection_puts_an_empty_file_without_waiting_on_stdin(tmp_path
     assert argv[:2] == ["/bin/sh", "-c"] and shlex.split(argv[2]) == [":", ">", "/etc/it's here"] and data is None
     argv, data = shlex.split(calls[1][0]), calls[1][1]
     assert shlex.split(argv[2]) == ["cat", ">", "/etc/f"] and data == b"x\n"
+
+
+def test_the_pct_connection_runs_again_only_when_lxc_attach_failed_to_re_execute_itself(monkeypatch):
+    """lxc-attach's memfd re-exec (LXC's CVE-2019-5736 fix) failing under load, then aborting, before the command
+    started (seen in CI as 'Device or resource busy - Failed to rexec as memfd / munmap_chunk(): invalid pointer',
+    ssh status 255): retried, bounded, each retry said; any other failure is not retried."""
+    import importlib.util
+    from ansible.errors import AnsibleConnectionFailure
+    spec = importlib.util.spec_from_file_location("pct_conn3", os.path.join(ROOT, "plugins", "connection", "pct.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    conn = mod.Connection.__new__(mod.Connection)
+    conn.get_option = {"vmid": 100, "remote_user": "root", "host": "node"}.get
+    monkeypatch.setattr(mod.time, "sleep", lambda s: None)
+    warnings = []
+    monkeypatch.setattr(mod.display, "warning", warnings.append)
+    rexec = AnsibleConnectionFailure("Failed to connect to the host via ssh: Device or resource busy - Failed to "
+                                     "rexec as memfd\nmunmap_chunk(): invalid pointer")
+    outcomes = []
+
+    def fake(self, cmd, in_data=None, sudoable=True):
+        calls.append((cmd, in_data))
+        what = outcomes.pop(0)
+        if isinstance(what, Exception):
+            raise what
+        return what
+    monkeypatch.setattr(mod.SshConnection, "exec_command", fake)
+
+    calls, outcomes[:] = [], [rexec, rexec, (0, b"ok", b"")]
+    assert conn.exec_command("/bin/sh -c 'true'", in_data=b"payload") == (0, b"ok", b"")
+    assert len(calls) == 3 and all(c == ("/usr/sbin/pct exec 100 -- /bin/sh -c 'true'", b"payload") for c in calls)
+    assert len(warnings) == 2 and "nothing ran, running it again (attempt 2 of 4)" in warnings[0]
+    # the same failure as a status (a pct that does not exec lxc-attach) is retried too
+    calls, outcomes[:] = [], [(134, b"", b"Device or resource busy - Failed to rexec as memfd\n"), (0, b"", b"")]
+    assert conn.exec_command("true")[0] == 0 and len(calls) == 2
+    # bounded: the fourth failure is raised as it came
+    calls, outcomes[:] = [], [rexec] * 4
+    with pytest.raises(AnsibleConnectionFailure, match="Failed to rexec as memfd"):
+        conn.exec_command("true")
+    assert len(calls) == 4
+    # any other failure: not run again
+    calls, outcomes[:] = [], [AnsibleConnectionFailure("Failed to connect to the host via ssh: Connection refused")]
+    with pytest.raises(AnsibleConnectionFailure, match="Connection refused"):
+        conn.exec_command("true")
+    calls, outcomes[:] = [], [(1, b"", b"grep: no match")]
+    assert conn.exec_command("true") == (1, b"", b"grep: no match") and len(calls) == 1
