@@ -15,7 +15,9 @@ __metaclass__ = type
 
 import hashlib
 import json
+import os
 import re
+import stat
 import subprocess
 
 MARKER = ".gpuserve-build.json"
@@ -246,3 +248,72 @@ def parse_verify(stdout):
             except ValueError:
                 return None
     return None
+
+
+# ---- the build's steps and its marker (module uv_venv runs them; pure or plain file operations, unit-tested)
+
+def source_args(p):
+    """uv's package-source flags from the module's parameters (index, extra indexes, find-links, no-index,
+    offline)."""
+    args = []
+    if p.get("index_url"):
+        args += ["--index-url", p["index_url"]]
+    for url in p.get("extra_index_urls") or []:
+        args += ["--extra-index-url", url]
+    for loc in p.get("find_links") or []:
+        args += ["--find-links", loc]
+    if p.get("no_index"):
+        args.append("--no-index")
+    if p.get("offline"):
+        args.append("--offline")
+    return args
+
+
+def install_steps(p, build_dir):
+    """The uv pip commands that fill a fresh venv at build_dir, as (argv, what): the whole lock with ``uv pip sync``
+    - or, with packages / packages_no_deps, only those packages of the lock - then the extras without their
+    dependencies (which must be in the lock). Bytecode is compiled at build time: the sealed venv is read-only to
+    the service, which cannot write it later."""
+    uv = p["uv"]
+    py = ["--python", os.path.join(build_dir, "bin", "python")]
+    nbi = []
+    for name in p.get("no_build_isolation") or []:
+        nbi += ["--no-build-isolation-package", name]
+    for name in p.get("no_binary") or []:
+        nbi += ["--no-binary", name]
+    lock = ["-c", p["lock"]]
+    steps = [] if (p.get("packages") or p.get("packages_no_deps")) else [(["sync"], [p["lock"]], "uv pip sync of %s" % p["lock"])]
+    for names, flags, label in ((p.get("packages_no_deps"), ["--no-deps"], "uv pip install --no-deps"),
+                                (p.get("packages"), [], "uv pip install"), (p.get("extra"), ["--no-deps"], "uv pip install")):
+        if names:
+            steps.append((["install"], flags + lock + list(names), "%s %s" % (label, " ".join(names))))
+    return [([uv, "pip"] + verb + py + source_args(p) + nbi + ["--compile-bytecode"] + tail, what)
+            for verb, tail, what in steps]
+
+
+def read_marker(build_dir):
+    try:
+        with open(os.path.join(build_dir, MARKER)) as f:
+            return json.load(f)
+    except (IOError, OSError, ValueError):
+        return None
+
+
+def seal(path):
+    """Make a finished build root's and read-only to everyone else: lchown (a link planted in the build is not
+    followed) and drop group/other write bits; links themselves are left as they are."""
+    for root, dirs, files in os.walk(path):
+        for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+            st = os.lstat(name)
+            if (st.st_uid, st.st_gid) != (0, 0):
+                os.lchown(name, 0, 0)
+            if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022:
+                os.chmod(name, stat.S_IMODE(st.st_mode) & ~0o022)
+
+
+def write_marker(build_dir, data):
+    path = os.path.join(build_dir, MARKER)
+    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+    os.rename(path + ".tmp", path)

@@ -225,12 +225,12 @@ import json
 import os
 import pwd
 import shutil
-import stat
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import (
-    MARKER, VERIFY_CODE, BuildProgress, build_id, decide, parse_lock, parse_verify, prune, run_streaming)
+    VERIFY_CODE, BuildProgress, build_id, decide, install_steps, parse_lock, parse_verify, prune, read_marker,
+    run_streaming, seal, write_marker)
 
 
 MIN_PYTHON = (3, 10)   # sglang 0.5.9's Requires-Python
@@ -309,48 +309,6 @@ class Builder(object):
                 os.unlink(self.p["progress_file"])
             except OSError:
                 pass
-
-    def source_args(self):
-        args = []
-        if self.p["index_url"]:
-            args += ["--index-url", self.p["index_url"]]
-        for url in self.p["extra_index_urls"]:
-            args += ["--extra-index-url", url]
-        for loc in self.p["find_links"]:
-            args += ["--find-links", loc]
-        if self.p["no_index"]:
-            args.append("--no-index")
-        if self.p["offline"]:
-            args.append("--offline")
-        return args
-
-
-def read_marker(build_dir):
-    try:
-        with open(os.path.join(build_dir, MARKER)) as f:
-            return json.load(f)
-    except (IOError, OSError, ValueError):
-        return None
-
-
-def seal(path):
-    """Make a finished build root's and read-only to everyone else: lchown (a link planted in the build is not
-    followed) and drop group/other write bits; links themselves are left as they are."""
-    for root, dirs, files in os.walk(path):
-        for name in [root] + [os.path.join(root, n) for n in dirs + files]:
-            st = os.lstat(name)
-            if (st.st_uid, st.st_gid) != (0, 0):
-                os.lchown(name, 0, 0)
-            if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022:
-                os.chmod(name, stat.S_IMODE(st.st_mode) & ~0o022)
-
-
-def write_marker(build_dir, data):
-    path = os.path.join(build_dir, MARKER)
-    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f)
-    os.rename(path + ".tmp", path)
 
 
 def finish(module, b, path, result):
@@ -511,32 +469,15 @@ def main():
 
 
 def build(b, p, interpreter, build_dir):
-    uv = p["uv"]
-    err = b.run([uv, "venv", "--no-project", "--allow-existing", "--python", interpreter, build_dir], "uv venv")
+    err = b.run([p["uv"], "venv", "--no-project", "--allow-existing", "--python", interpreter, build_dir], "uv venv")
     if err:
         return err
-    py = ["--python", os.path.join(build_dir, "bin", "python")]
-    src = b.source_args()
-    nbi = []
-    for name in p["no_build_isolation"]:
-        nbi += ["--no-build-isolation-package", name]
-    for name in p["no_binary"]:
-        nbi += ["--no-binary", name]
-    lock = ["-c", p["lock"]]
-    if p["packages"] or p["packages_no_deps"]:
-        steps = []
-    else:
-        steps = [(["sync"], [p["lock"]], "uv pip sync of %s" % p["lock"])]
-    # only the selected packages of the lock; then the extras (their dependencies must be in the lock)
-    for names, flags, label in ((p["packages_no_deps"], ["--no-deps"], "uv pip install --no-deps"),
-                                (p["packages"], [], "uv pip install"), (p["extra"], ["--no-deps"], "uv pip install")):
-        if names:
-            steps.append((["install"], flags + lock + names, "%s %s" % (label, " ".join(names))))
+    steps = install_steps(p, build_dir)
     progress = BuildProgress(len(steps)) if p["progress_file"] else None
-    verbose = ["-v"] if progress is not None else []
-    for verb, tail, what in steps:
-        # bytecode compiled at build time: the sealed venv is read-only to the service, which cannot write it later
-        err = b.run([uv, "pip"] + verb + verbose + py + src + nbi + ["--compile-bytecode"] + tail, what, progress)
+    for argv, what in steps:
+        if progress is not None:
+            argv = argv[:3] + ["-v"] + argv[3:]     # uv pip <verb> -v: a build backend's output streams to the poller
+        err = b.run(argv, what, progress)
         if err:
             return err
     return None

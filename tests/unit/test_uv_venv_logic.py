@@ -1,5 +1,6 @@
 """module_utils/uv_venv: lock parsing, build identity, what to do, pruning, flash-attn wheel checks, MAX_JOBS."""
 import os
+import stat
 
 import pytest
 
@@ -135,3 +136,46 @@ def test_run_streaming_hands_over_each_line_as_it_comes_and_returns_the_exit_cod
     rc = uv.run_streaming([sys.executable, "-c", "import sys; print('a'); print('b', file=sys.stderr); sys.exit(3)"],
                           None, seen.append)
     assert rc == 3 and [s.strip() for s in seen] == ["a", "b"]
+
+
+# ---- the build's steps and its marker (module uv_venv's logic, unit-tested here)
+
+def test_install_steps_sync_the_lock_or_install_selected_packages_then_extras_without_deps():
+    p = {"uv": "/t/uv", "lock": "/t/sglang.lock", "index_url": "https://idx/simple", "extra_index_urls": ["https://x"],
+         "find_links": [], "no_index": False, "offline": False, "packages": [], "packages_no_deps": [],
+         "extra": ["/t/wheels/flash_attn-2.8.3.whl"], "no_build_isolation": [], "no_binary": []}
+    steps = uv.install_steps(p, "/opt/v.builds/abc")
+    py = ["--python", "/opt/v.builds/abc/bin/python"]
+    src = ["--index-url", "https://idx/simple", "--extra-index-url", "https://x"]
+    assert steps == [
+        (["/t/uv", "pip", "sync"] + py + src + ["--compile-bytecode", "/t/sglang.lock"], "uv pip sync of /t/sglang.lock"),
+        (["/t/uv", "pip", "install"] + py + src + ["--compile-bytecode", "--no-deps", "-c", "/t/sglang.lock"]
+         + ["/t/wheels/flash_attn-2.8.3.whl"], "uv pip install /t/wheels/flash_attn-2.8.3.whl")]
+    light = dict(p, packages=["torch==2.9.1"], packages_no_deps=["sglang==0.5.9"], extra=[], index_url=None,
+                 extra_index_urls=[], no_index=True, find_links=["/w"], no_binary=["flash-attn"],
+                 no_build_isolation=["flash-attn"])
+    steps = uv.install_steps(light, "/b")
+    flags = ["--python", "/b/bin/python", "--find-links", "/w", "--no-index", "--no-build-isolation-package",
+             "flash-attn", "--no-binary", "flash-attn", "--compile-bytecode"]
+    assert [s[1] for s in steps] == ["uv pip install --no-deps sglang==0.5.9", "uv pip install torch==2.9.1"]
+    assert steps[0][0] == ["/t/uv", "pip", "install"] + flags + ["--no-deps", "-c", "/t/sglang.lock", "sglang==0.5.9"]
+    assert steps[1][0] == ["/t/uv", "pip", "install"] + flags + ["-c", "/t/sglang.lock", "torch==2.9.1"]
+    assert uv.source_args({"offline": True}) == ["--offline"]
+
+
+def test_a_marker_round_trips_and_a_sealed_build_is_roots_without_group_or_other_write(tmp_path):
+    build = tmp_path / "abc"
+    (build / "lib").mkdir(parents=True)
+    f = build / "lib" / "x.py"
+    f.write_text("x = 1\n")
+    os.chmod(str(f), 0o666)
+    os.symlink("/etc/passwd", str(build / "lib" / "link"))      # a planted link: not followed
+    assert uv.read_marker(str(build)) is None
+    uv.write_marker(str(build), {"build": "abc", "sealed": False})
+    assert uv.read_marker(str(build)) == {"build": "abc", "sealed": False}
+    (build / uv.MARKER).write_text("{not json")
+    assert uv.read_marker(str(build)) is None                     # a torn marker is no marker
+    before = os.stat("/etc/passwd").st_mode
+    uv.seal(str(build))
+    assert stat.S_IMODE(os.stat(str(f)).st_mode) == 0o644 and os.stat(str(f)).st_uid == 0
+    assert os.stat("/etc/passwd").st_mode == before               # the link's target untouched
