@@ -95,9 +95,9 @@ def _variants(model, args, allow, goal, keep=None):
         if key in fixed:
             return [args.get(key)]
         own = args.get(key)
-        if key == "tp_size" and own is None:
-            own = 1                        # unset is TP 1: the same configuration, not a change
-        return [own] + [v for v in GRID[key] if v != own and not (key == "tp_size" and v == 1 and own is None)]
+        # an unset TP size is TP 1: the grid's 1 is the same configuration (kept unset), not a change
+        same = (own, 1) if key == "tp_size" and own is None else (own,)
+        return [own] + [v for v in GRID[key] if v not in same]
     tps = dim("tp_size")
     out = []
     for tp in tps:
@@ -108,8 +108,6 @@ def _variants(model, args, allow, goal, keep=None):
                         for kv in kvs:
                             for mamba in mambas:
                                 a = dict(args)
-                                if tp == 1 and "tp_size" not in args:
-                                    tp = None          # keep it unset (TP 1) rather than a change that is none
                                 for key, value in (("tp_size", tp), ("max_running_requests", mrr),
                                                    ("chunked_prefill_size", chunk), ("cuda_graph_max_bs", gbs),
                                                    ("kv_cache_dtype", kv), ("mamba_ssm_dtype", mamba)):
@@ -131,14 +129,15 @@ def _served_context(model, args):
 
 
 class _Search(object):
-    def __init__(self, config, gpus, goal, args, allow, measured, weights_bytes, margin, min_context, min_requests):
+    def __init__(self, config, gpus, goal, args, allow, measured, weights_bytes, margin, min_context, min_requests,
+                 keep=None):
         self.config, self.gpus, self.goal = config, gpus, goal
         self.args, self.allow, self.measured, self.weights_bytes = args, allow, measured, weights_bytes
         self.margin, self.min_context, self.min_requests = margin, min_context, min_requests
         self.model = _sm.Model(config)
         self.base_tp = int(args.get("tp_size") or 1)
         self.seen = {}
-        self.keep = None
+        self.keep = keep
 
     def judge(self, a):
         """(plan or None, acceptable) for one args dict (memoised)."""
@@ -323,11 +322,10 @@ def choose(config, gpus, goal, args=None, allow=(), measured=None, weights_bytes
                         % (min_context, model.context_len))
     if int(min_requests) < 1:
         raise TuneError("min_requests=%s: at least 1" % min_requests)
-    s = _Search(config, gpus, goal, args, tuple(allow), measured, weights_bytes, float(margin), min_context,
-                int(min_requests))
-    s.keep = keep
     if goal == "concurrency" and keep is not None and "context_length" in keep:
         raise TuneError("goal=concurrency sets context_length to min_context: do not also fix context_length")
+    s = _Search(config, gpus, goal, args, tuple(allow), measured, weights_bytes, float(margin), min_context,
+                int(min_requests), keep)
     rows = []
     for variant in _variants(model, args, allow, goal, keep):
         tp = int(variant.get("tp_size") or 1)

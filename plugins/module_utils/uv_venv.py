@@ -269,11 +269,11 @@ def source_args(p):
     return args
 
 
-def install_steps(p, build_dir):
+def install_steps(p, build_dir, verbose=False):
     """The uv pip commands that fill a fresh venv at build_dir, as (argv, what): the whole lock with ``uv pip sync``
     - or, with packages / packages_no_deps, only those packages of the lock - then the extras without their
     dependencies (which must be in the lock). Bytecode is compiled at build time: the sealed venv is read-only to
-    the service, which cannot write it later."""
+    the service, which cannot write it later. ``verbose``: uv -v, so a build backend's output streams to a poller."""
     uv = p["uv"]
     py = ["--python", os.path.join(build_dir, "bin", "python")]
     nbi = []
@@ -287,8 +287,8 @@ def install_steps(p, build_dir):
                                 (p.get("packages"), [], "uv pip install"), (p.get("extra"), ["--no-deps"], "uv pip install")):
         if names:
             steps.append((["install"], flags + lock + list(names), "%s %s" % (label, " ".join(names))))
-    return [([uv, "pip"] + verb + py + source_args(p) + nbi + ["--compile-bytecode"] + tail, what)
-            for verb, tail, what in steps]
+    return [([uv, "pip"] + verb + (["-v"] if verbose else []) + py + source_args(p) + nbi + ["--compile-bytecode"] + tail,
+             what) for verb, tail, what in steps]
 
 
 def read_marker(build_dir):

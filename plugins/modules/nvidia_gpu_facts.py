@@ -187,7 +187,9 @@ import stat
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import SMI_ARGV, dkms_has_module, gpu_facts, read_node
+from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import (
+    LIB_DIRS, SMI_ARGV, dkms_has_module, gpu_facts, read_node,
+)
 
 
 def _read(path):
@@ -241,8 +243,7 @@ def main():
             set_facts=dict(type="bool", default=True),
             node=dict(type="bool", default=False),
             free_path=dict(type="path", default="/"),
-            lib_dirs=dict(type="list", elements="path",
-                          default=["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu"]),
+            lib_dirs=dict(type="list", elements="path", default=list(LIB_DIRS)),
             dkms_binary=dict(type="path", default="/usr/sbin/dkms"),
             dkms_version=dict(type="str"),
         ),

@@ -252,8 +252,9 @@ def main():
         module.fail_json(msg=missing_required_lib("proxmoxer"), exception=PROXMOXER_ERR)
     p = module.params
     node, vmid = p["node"], p["vmid"]
-    if vmid_problem(vmid):
-        module.fail_json(msg=vmid_problem(vmid) + "; nothing was changed")
+    problem = vmid_problem(vmid)
+    if problem:
+        module.fail_json(msg=problem + "; nothing was changed")
     if p["ca_file"] and not p["validate_certs"]:
         module.fail_json(msg="ca_file=%s with validate_certs=false: the CA would not be used; drop validate_certs: "
                              "false" % p["ca_file"])

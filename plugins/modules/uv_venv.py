@@ -472,11 +472,9 @@ def build(b, p, interpreter, build_dir):
     err = b.run([p["uv"], "venv", "--no-project", "--allow-existing", "--python", interpreter, build_dir], "uv venv")
     if err:
         return err
-    steps = install_steps(p, build_dir)
+    steps = install_steps(p, build_dir, verbose=bool(p["progress_file"]))
     progress = BuildProgress(len(steps)) if p["progress_file"] else None
     for argv, what in steps:
-        if progress is not None:
-            argv = argv[:3] + ["-v"] + argv[3:]     # uv pip <verb> -v: a build backend's output streams to the poller
         err = b.run(argv, what, progress)
         if err:
             return err

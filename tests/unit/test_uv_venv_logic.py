@@ -161,6 +161,8 @@ def test_install_steps_sync_the_lock_or_install_selected_packages_then_extras_wi
     assert steps[0][0] == ["/t/uv", "pip", "install"] + flags + ["--no-deps", "-c", "/t/sglang.lock", "sglang==0.5.9"]
     assert steps[1][0] == ["/t/uv", "pip", "install"] + flags + ["-c", "/t/sglang.lock", "torch==2.9.1"]
     assert uv.source_args({"offline": True}) == ["--offline"]
+    verbose = uv.install_steps(light, "/b", verbose=True)            # a source build streams uv -v to the poller
+    assert [s[0] for s in verbose] == [s[0][:3] + ["-v"] + s[0][3:] for s in steps]
 
 
 def test_a_marker_round_trips_and_a_sealed_build_is_roots_without_group_or_other_write(tmp_path):
