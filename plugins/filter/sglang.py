@@ -11,7 +11,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import (
     ArgvError, args_from_argv, is_loopback, server_argv, validate_args,
 )
-from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_hub import repo_id_problem
+from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_files import repo_id_problem
 from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import policy_versions, select_gpus
 from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import vmid_problem
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import parse_log

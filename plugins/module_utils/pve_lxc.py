@@ -13,17 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
-
-try:
-    from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import parse_property_string
-except ImportError:  # imported by file path (unit tests, tools): the sibling file, still stdlib only
-    import importlib.util as _ilu
-    _spec = _ilu.spec_from_file_location(
-        "gpuserve_pve_conf", os.path.join(os.path.dirname(os.path.abspath(__file__)), "pve_conf.py"))
-    _mod = _ilu.module_from_spec(_spec)
-    _spec.loader.exec_module(_mod)
-    parse_property_string = _mod.parse_property_string
+from .pve_conf import parse_property_string
 
 # Options fixed at creation: an existing CT with another value is an error, never a silent re-create.
 CREATE_ONLY = ("ostemplate", "unprivileged", "storage", "arch")

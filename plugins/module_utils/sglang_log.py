@@ -285,6 +285,44 @@ def _is_rank0(rank):
                            for part in rank.split())
 
 
+# The rule tables LogParser._line reads a message with (handlers are LogParser methods).
+# Start-up progress and numbers, by the words a message begins with (looked up by its first character, so most
+# lines test one or two prefixes): the first match handles the line.
+PROGRESS_RULES = (
+    ("Load weight ", "_on_load_weight"),
+    ("Init torch distributed", "_on_dist_init"),
+    ("KV Cache is allocated", "_on_kv_cache"),
+    ("Mamba Cache is allocated", "_on_mamba_cache"),
+    ("Memory pool end", "_on_memory_pool_end"),
+    ("Capture ", "_on_capture"),
+    ("max_total_num_tokens=", "_on_scheduler_limits"),
+    ("server_args=ServerArgs(", "_on_server_args"),
+    ("The server is fired up and ready to roll", "_on_ready"),
+    ("Started server process", "_on_http"),
+    ("Waiting for application startup", "_on_http"),
+    ("Application startup complete", "_on_http"),
+    ("Uvicorn running on", "_on_uvicorn"),
+    ("Prefill batch", "_on_traffic"),
+    ("Decode batch", "_on_nothing"),
+)
+# Then, in this order: ("starts", words) a message beginning with the words, ("has", words) one containing any of
+# them. A handler returning False passes the message on to the next rule; a message no rule takes may be the
+# wrapped continuation of the line before it.
+EVENT_RULES = (
+    ("has", ('"GET /model_info', '"POST /generate'), "_on_traffic"),
+    ("has", ("Traceback (most recent call last)",), "_on_traceback"),
+    ("has", ("sigquit",), "_on_sigquit"),
+    ("has", ("scheduler is dead", "died during initialization"), "_on_scheduler_dead"),
+    ("starts", "Exit code:", "_on_exit_code"),
+    ("starts", "Initialization failed", "_on_init_failed"),
+    ("starts", "Ignore import error when loading", "_on_import_warning"),
+    ("has", ("rror", "memory", "xception", "Killed", "not supported"), "_maybe_error_line"),
+    ("has", ("the profiled value",), "_on_profiled"),
+    ("starts", "Loading safetensors checkpoint shards:", "_on_shards"),
+    ("has", ("ccess", "uthenticat"), "_on_hub_access"),
+)
+
+
 class _Traceback(object):
     __slots__ = ("rank", "frames", "exc", "text", "phase", "closed", "lineno", "after_frame", "after_blank")
 
@@ -324,6 +362,10 @@ class LogParser(object):
         self.import_evidence = None
         self.port = None
         self.cuda_graph_max_bs = None
+        self._progress = {}
+        for words, name in PROGRESS_RULES:
+            self._progress.setdefault(words[:1], []).append((words, getattr(self, name)))
+        self._events = tuple((how, words, getattr(self, name)) for how, words, name in EVENT_RULES)
 
     # -- helpers -------------------------------------------------------------------------------
     def _advance(self, phase):
@@ -543,185 +585,194 @@ class LogParser(object):
         return True
 
     def _line(self, msg, rank, prefixed):
-        # ---- start-up progress and numbers ----
-        c0 = msg[:1]
-        if c0 == "L" and msg.startswith("Load weight "):
-            if msg.startswith("Load weight begin"):
-                key = rank or "main"
-                n = self._load_begins.get(key, 0) + 1
-                self._load_begins[key] = n
-                if n >= 2:
-                    self._advance("draft")
-                else:
-                    self._advance("load_weights")
-                    mm = _RE_LOAD_BEGIN.search(msg)
-                    if mm:
-                        self._fact(rank, "avail_mem_before_load_gb", float(mm.group(1)))
-            elif msg.startswith("Load weight end"):
-                self._advance("memory_pool")
-                mm = _RE_LOAD_END.search(msg)
-                if mm and self._load_begins.get(rank or "main", 0) <= 1:
-                    after = float(mm.group(1))
-                    self._fact(rank, "avail_mem_after_load_gb", after)
-                    if mm.group(2) is not None:
-                        self._fact(rank, "weights_gb", float(mm.group(2)))
-                    else:                   # 0.4.0-0.4.3: the weights are what the load took from the free memory
-                        before = (self.facts_by_rank.get(rank or "main") or {}).get("avail_mem_before_load_gb")
-                        if before is not None:
-                            self._fact(rank, "weights_gb", round(before - after, 2))
-            return
-        if c0 == "I" and msg.startswith("Init torch distributed"):
-            self._advance("dist_init")
-            return
-        if c0 == "K" and msg.startswith("KV Cache is allocated"):
-            self._advance("memory_pool")
-            # the fields are read one by one: a release that adds one (a dtype before the count) changes nothing
-            tm = _RE_KV_TOKENS.search(msg)
-            sm = _RE_KV_SIZES.search(msg)
-            if (tm or sm) and self._load_begins.get(rank or "main", 0) <= 1:
-                if tm:
-                    self._fact(rank, "kv_tokens", int(tm.group(1)))
-                if sm and sm.group(1) is not None:
-                    self._fact(rank, "k_size_gb", float(sm.group(1)))
-                    self._fact(rank, "v_size_gb", float(sm.group(2)))
-                elif sm:
-                    self._fact(rank, "k_size_gb", float(sm.group(3)))
-                    self._fact(rank, "kv_size_gb", float(sm.group(3)))
-            return
-        if c0 == "M":
-            if msg.startswith("Mamba Cache is allocated"):
-                self._advance("memory_pool")
-                mm = _RE_MAMBA.search(msg)
-                if mm and self._load_begins.get(rank or "main", 0) <= 1:
-                    total = sum(float(g) for g in mm.group(2, 3, 4, 5) if g is not None)
-                    self._fact(rank, "mamba_cache_gb", round(total, 3))
-                    if mm.group(1) is not None:
-                        self._fact(rank, "max_mamba_cache_size", int(mm.group(1)))
+        """Read one message through the rule tables (PROGRESS_RULES, then EVENT_RULES): the first rule whose
+        words match handles it, unless its handler returns False (then the next rule is tried)."""
+        for words, handler in self._progress.get(msg[:1], ()):
+            if msg.startswith(words):
+                handler(msg, rank, prefixed)
                 return
-            if msg.startswith("Memory pool end"):
-                self._advance("memory_pool")
+        for how, words, handler in self._events:
+            if (msg.startswith(words) if how == "starts" else any(w in msg for w in words)) \
+                    and handler(msg, rank, prefixed) is not False:
                 return
-        if c0 == "C" and msg.startswith("Capture "):
-            if "draft" in msg:
+        self._continuation(msg, rank, prefixed)
+
+    # ---- start-up progress and numbers (PROGRESS_RULES) ----
+    def _on_load_weight(self, msg, rank, prefixed):
+        if msg.startswith("Load weight begin"):
+            key = rank or "main"
+            n = self._load_begins.get(key, 0) + 1
+            self._load_begins[key] = n
+            if n >= 2:
                 self._advance("draft")
             else:
-                self._advance("cuda_graph")
-            if " end." in msg:
-                mm = _RE_GRAPH_END.search(msg)
-                if mm and "draft" not in msg and self._load_begins.get(rank or "main", 0) <= 1:
-                    self._fact(rank, "cuda_graph_mem_gb", float(mm.group(1)))
-            if msg.startswith("Capture cuda graph failed"):
-                self._tb_or_line_failure(msg, rank)
-            return
-        if c0 == "m" and msg.startswith("max_total_num_tokens="):
-            self._advance("http")
-            mm = _RE_SCHED.search(msg)
-            if mm:
-                self._fact(rank, "max_total_num_tokens", int(mm.group(1)))
-                self._fact(rank, "max_running_requests", int(mm.group(4)))
-                self._fact(rank, "context_len", int(mm.group(5)))
-            return
-        if c0 == "s" and msg.startswith("server_args=ServerArgs("):
-            mm = _RE_MFS.search(msg)
-            if mm:
-                self._fact(None, "mem_fraction_static", float(mm.group(1)))
-            mm = _RE_TP.search(msg)
-            if mm:
-                self._fact(None, "tp_size", int(mm.group(1)))
-            mm = _RE_PORT.search(msg)
-            if mm:
-                self.port = int(mm.group(1))
-            mm = _RE_GRAPH_BS.search(msg)
-            if mm:
-                self.cuda_graph_max_bs = int(mm.group(1))
-            for w in _SPEC_WORDS:
-                if w in msg:
-                    self.spec = True
-            mm = _RE_VERSION.search(msg)
-            if mm:
-                self._fact(None, "sglang_version", mm.group(1))
-            return
-        if c0 == "T" and msg.startswith("The server is fired up and ready to roll"):
-            self._advance("ready")
-            self.ready = True
-            self.ready_lineno = self.lines
-            return
-        if msg.startswith("Started server process") or msg.startswith("Waiting for application startup"):
-            self._advance("http")
-            return
-        if msg.startswith("Application startup complete"):
-            self._advance("http")
-            return
-        if msg.startswith("Uvicorn running on"):
+                self._advance("load_weights")
+                mm = _RE_LOAD_BEGIN.search(msg)
+                if mm:
+                    self._fact(rank, "avail_mem_before_load_gb", float(mm.group(1)))
+        elif msg.startswith("Load weight end"):
+            self._advance("memory_pool")
+            mm = _RE_LOAD_END.search(msg)
+            if mm and self._load_begins.get(rank or "main", 0) <= 1:
+                after = float(mm.group(1))
+                self._fact(rank, "avail_mem_after_load_gb", after)
+                if mm.group(2) is not None:
+                    self._fact(rank, "weights_gb", float(mm.group(2)))
+                else:                   # 0.4.0-0.4.3: the weights are what the load took from the free memory
+                    before = (self.facts_by_rank.get(rank or "main") or {}).get("avail_mem_before_load_gb")
+                    if before is not None:
+                        self._fact(rank, "weights_gb", round(before - after, 2))
+
+    def _on_dist_init(self, msg, rank, prefixed):
+        self._advance("dist_init")
+
+    def _on_kv_cache(self, msg, rank, prefixed):
+        self._advance("memory_pool")
+        # the fields are read one by one: a release that adds one (a dtype before the count) changes nothing
+        tm = _RE_KV_TOKENS.search(msg)
+        sm = _RE_KV_SIZES.search(msg)
+        if (tm or sm) and self._load_begins.get(rank or "main", 0) <= 1:
+            if tm:
+                self._fact(rank, "kv_tokens", int(tm.group(1)))
+            if sm and sm.group(1) is not None:
+                self._fact(rank, "k_size_gb", float(sm.group(1)))
+                self._fact(rank, "v_size_gb", float(sm.group(2)))
+            elif sm:
+                self._fact(rank, "k_size_gb", float(sm.group(3)))
+                self._fact(rank, "kv_size_gb", float(sm.group(3)))
+
+    def _on_mamba_cache(self, msg, rank, prefixed):
+        self._advance("memory_pool")
+        mm = _RE_MAMBA.search(msg)
+        if mm and self._load_begins.get(rank or "main", 0) <= 1:
+            total = sum(float(g) for g in mm.group(2, 3, 4, 5) if g is not None)
+            self._fact(rank, "mamba_cache_gb", round(total, 3))
+            if mm.group(1) is not None:
+                self._fact(rank, "max_mamba_cache_size", int(mm.group(1)))
+
+    def _on_memory_pool_end(self, msg, rank, prefixed):
+        self._advance("memory_pool")
+
+    def _on_capture(self, msg, rank, prefixed):
+        self._advance("draft" if "draft" in msg else "cuda_graph")
+        if " end." in msg:
+            mm = _RE_GRAPH_END.search(msg)
+            if mm and "draft" not in msg and self._load_begins.get(rank or "main", 0) <= 1:
+                self._fact(rank, "cuda_graph_mem_gb", float(mm.group(1)))
+        if msg.startswith("Capture cuda graph failed"):
+            # "Capture cuda graph failed: <inner>" logged as a line (the traceback follows separately)
+            kind, message = self._classify(msg, (), "cuda_graph")
+            self._add_failure(kind or "other", message or msg, rank, phase="cuda_graph")
+
+    def _on_scheduler_limits(self, msg, rank, prefixed):
+        self._advance("http")
+        mm = _RE_SCHED.search(msg)
+        if mm:
+            self._fact(rank, "max_total_num_tokens", int(mm.group(1)))
+            self._fact(rank, "max_running_requests", int(mm.group(4)))
+            self._fact(rank, "context_len", int(mm.group(5)))
+
+    def _on_server_args(self, msg, rank, prefixed):
+        mm = _RE_MFS.search(msg)
+        if mm:
+            self._fact(None, "mem_fraction_static", float(mm.group(1)))
+        mm = _RE_TP.search(msg)
+        if mm:
+            self._fact(None, "tp_size", int(mm.group(1)))
+        mm = _RE_PORT.search(msg)
+        if mm:
+            self.port = int(mm.group(1))
+        mm = _RE_GRAPH_BS.search(msg)
+        if mm:
+            self.cuda_graph_max_bs = int(mm.group(1))
+        if any(w in msg for w in _SPEC_WORDS):
+            self.spec = True
+        mm = _RE_VERSION.search(msg)
+        if mm:
+            self._fact(None, "sglang_version", mm.group(1))
+
+    def _on_ready(self, msg, rank, prefixed):
+        self._advance("ready")
+        self.ready = True
+        self.ready_lineno = self.lines
+
+    def _on_http(self, msg, rank, prefixed):
+        self._advance("http")
+
+    def _on_uvicorn(self, msg, rank, prefixed):
+        self._advance("warmup")
+
+    def _on_traffic(self, msg, rank, prefixed):
+        if not self.ready:
             self._advance("warmup")
-            return
-        if '"GET /model_info' in msg or '"POST /generate' in msg or msg.startswith("Prefill batch"):
-            if not self.ready:
-                self._advance("warmup")
-            return
-        if msg.startswith("Decode batch"):
-            return
-        # ---- failures ----
-        if "Traceback (most recent call last)" in msg:
-            self._close_tb()
-            self._tb = _Traceback(rank or self._last_rank, self.phase, self.lines)
-            head = msg.split("Traceback (most recent call last)")[0]
-            self._tb.text.append(msg[:300])
-            if "warmup error" in head and _PHASE_INDEX[self.phase] < _PHASE_INDEX["warmup"]:
-                self._tb.phase = "warmup"
-            return
-        if "sigquit" in msg:
-            self.died = True
-            if self.ready:
-                self.fatal_after_ready = True
-            return
-        if "scheduler is dead" in msg or "died during initialization" in msg:
-            self.died = True
-            if self.ready:
-                self.fatal_after_ready = True
-            mm = _RE_DEAD.search(msg)
-            code = mm.group(2) if mm else None
-            if code is not None:
-                self.exit_code = int(code)
-            self._add_failure("other", msg, rank)
-            return
-        if msg.startswith("Exit code:"):
-            mm = _RE_EXITCODE.match(msg)
-            if mm:
-                self.exit_code = int(mm.group(1))
-            return
-        if msg.startswith("Initialization failed"):
-            self.died = True
-            if "warmup" in msg:
-                self._advance("warmup")
-            self._add_failure("other", msg, rank)
-            return
-        if msg.startswith("Ignore import error when loading"):
-            self.import_evidence = msg
-            return
-        if "rror" in msg or "memory" in msg or "xception" in msg or "Killed" in msg or "not supported" in msg:
-            self._maybe_error_line(msg, rank, prefixed)
-            return
-        if "the profiled value" in msg:
-            pm = _RE_PROFILED.search(msg)
-            if pm:
-                self._fact(rank, "max_total_tokens_requested", int(pm.group(1)))
-                profiled = int(pm.group(2))
-                if self.phase != "draft":       # a draft model's own profile says nothing about the target's pool
-                    self._fact(rank, "profiled_max_total_num_tokens", profiled)
-                    if profiled <= 0:
-                        self._add_failure("kv_pool_oom", msg, rank or self._last_rank, phase="memory_pool")
-                        self.died = True
-                return
-        if c0 == "L" and msg.startswith("Loading safetensors checkpoint shards:"):
-            self._advance("load_weights")          # the shard progress bar: the weights are loading
-            return
-        if "ccess" in msg or "uthenticat" in msg:
-            for mk in _HUB_ACCESS:
-                if mk in msg and (mk != "Access to model" or "is restricted" in msg):
-                    self._add_failure("model_not_found", msg, rank or self._last_rank)
-                    return
-        # stray-wrapped continuation of a key line
+
+    def _on_nothing(self, msg, rank, prefixed):
+        return None
+
+    # ---- failures (EVENT_RULES) ----
+    def _on_traceback(self, msg, rank, prefixed):
+        self._close_tb()
+        self._tb = _Traceback(rank or self._last_rank, self.phase, self.lines)
+        head = msg.split("Traceback (most recent call last)")[0]
+        self._tb.text.append(msg[:300])
+        if "warmup error" in head and _PHASE_INDEX[self.phase] < _PHASE_INDEX["warmup"]:
+            self._tb.phase = "warmup"
+
+    def _on_sigquit(self, msg, rank, prefixed):
+        self.died = True
+        if self.ready:
+            self.fatal_after_ready = True
+
+    def _on_scheduler_dead(self, msg, rank, prefixed):
+        self.died = True
+        if self.ready:
+            self.fatal_after_ready = True
+        mm = _RE_DEAD.search(msg)
+        code = mm.group(2) if mm else None
+        if code is not None:
+            self.exit_code = int(code)
+        self._add_failure("other", msg, rank)
+
+    def _on_exit_code(self, msg, rank, prefixed):
+        mm = _RE_EXITCODE.match(msg)
+        if mm:
+            self.exit_code = int(mm.group(1))
+
+    def _on_init_failed(self, msg, rank, prefixed):
+        self.died = True
+        if "warmup" in msg:
+            self._advance("warmup")
+        self._add_failure("other", msg, rank)
+
+    def _on_import_warning(self, msg, rank, prefixed):
+        self.import_evidence = msg
+
+    def _on_profiled(self, msg, rank, prefixed):
+        pm = _RE_PROFILED.search(msg)
+        if not pm:
+            return False
+        self._fact(rank, "max_total_tokens_requested", int(pm.group(1)))
+        profiled = int(pm.group(2))
+        if self.phase != "draft":       # a draft model's own profile says nothing about the target's pool
+            self._fact(rank, "profiled_max_total_num_tokens", profiled)
+            if profiled <= 0:
+                self._add_failure("kv_pool_oom", msg, rank or self._last_rank, phase="memory_pool")
+                self.died = True
+        return None
+
+    def _on_shards(self, msg, rank, prefixed):
+        self._advance("load_weights")          # the shard progress bar: the weights are loading
+
+    def _on_hub_access(self, msg, rank, prefixed):
+        for mk in _HUB_ACCESS:
+            if mk in msg and (mk != "Access to model" or "is restricted" in msg):
+                self._add_failure("model_not_found", msg, rank or self._last_rank)
+                return None
+        return False
+
+    def _continuation(self, msg, rank, prefixed):
+        """A stray-wrapped continuation of a key line (a terminal or a paste broke it): read joined to the line
+        before it."""
         if not prefixed and self._prev and ("Not enough memory" in self._prev or "KV Cache is allocated" in self._prev
                                             or "Load weight end" in self._prev or "max_total_num_tokens" in self._prev):
             joined = self._prev + " " + msg.strip()
@@ -749,11 +800,6 @@ class LogParser(object):
             return
         self._add_failure("kv_pool_oom", mm.group(0) if mm else msg, rank or self._last_rank,
                           phase="memory_pool" if _PHASE_INDEX[self.phase] < _PHASE_INDEX["memory_pool"] else self.phase)
-
-    def _tb_or_line_failure(self, msg, rank):
-        # "Capture cuda graph failed: <inner>" logged as a line (the traceback follows separately)
-        kind, message = self._classify(msg, (), "cuda_graph")
-        self._add_failure(kind or "other", message or msg, rank, phase="cuda_graph")
 
     def _maybe_error_line(self, msg, rank, prefixed):
         if "Not enough memory" in msg:

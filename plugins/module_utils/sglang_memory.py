@@ -241,9 +241,41 @@ class Model(object):
         return {"text": total, "vision": vision, "mtp": mtp}
 
 
-def _arg(args, key, default=None):
-    v = args.get(key)
-    return default if v is None else v
+# The server args the planner reads, each with what SGLang 0.5.9's ServerArgs leaves when the operator does not set
+# it (None: decided later, from the GPU or the model). ServerArgs reads them once into one record; the planner reads
+# that record, never the dict.
+ARG_DEFAULTS = {
+    "tp_size": 1, "pp_size": 1, "dp_size": 1, "page_size": 1, "mem_fraction_static": None,
+    "chunked_prefill_size": None, "cuda_graph_max_bs": None, "cuda_graph_bs": None, "max_prefill_tokens": 16384,
+    "context_length": None, "max_running_requests": None, "max_total_tokens": None, "max_mamba_cache_size": None,
+    "mamba_full_memory_ratio": 0.9, "mamba_ssm_dtype": None, "mamba_scheduler_strategy": None,
+    "swa_full_tokens_ratio": 0.8, "kv_cache_dtype": "auto", "dtype": "auto", "quantization": None,
+    "attention_backend": None, "speculative_algorithm": None, "speculative_num_steps": None,
+    "speculative_eagle_topk": None, "speculative_num_draft_tokens": None, "speculative_ngram_max_bfs_breadth": 10,
+    "speculative_ngram_max_match_window_size": 12, "enable_dp_attention": False, "disable_radix_cache": False,
+    "disable_cuda_graph": False, "enable_piecewise_cuda_graph": False, "language_only": False,
+    "enable_multimodal": None,
+}
+
+
+class ServerArgs(object):
+    """The args of one launch, resolved once: every key of ARG_DEFAULTS is an attribute (the operator's value, or
+    0.5.9's default when unset or None); ``given`` keeps the mapping as passed (``is_set`` asks it: an explicit value
+    and a default are not the same thing for the fraction or the request count)."""
+
+    def __init__(self, args):
+        self.given = dict(args or {})
+        for key, default in ARG_DEFAULTS.items():
+            value = self.given.get(key)
+            setattr(self, key, default if value is None else value)
+
+    def is_set(self, key):
+        return self.given.get(key) is not None
+
+
+def as_server_args(args):
+    """A ServerArgs from a mapping (or the record itself)."""
+    return args if isinstance(args, ServerArgs) else ServerArgs(args)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -340,21 +372,22 @@ def spec_params(model, args):
     (STANDALONE 3/1/4, LlamaForCausalLM and Grok 5/4/8, every other model 3/1/4) and topk 1 forces steps + 1 draft
     tokens; NGRAM's topk is speculative_ngram_max_bfs_breadth (10) and its draft tokens default to
     speculative_ngram_max_match_window_size (12), its steps stay as given."""
-    algo = args.get("speculative_algorithm")
+    a = as_server_args(args)
+    algo = a.speculative_algorithm
     if algo is None:
         return None, 0, 0, 0
     algo = str(algo).upper()
     if algo not in SPEC_ALGOS:
         raise PlanError("args.speculative_algorithm: %r is not a 0.5.9 choice (%s; there is no MTP value, "
-                        "use NEXTN)" % (args.get("speculative_algorithm"), ", ".join(SPEC_ALGOS)))
+                        "use NEXTN)" % (a.speculative_algorithm, ", ".join(SPEC_ALGOS)))
     if algo == "NEXTN":
         algo = "EAGLE"
-    steps = args.get("speculative_num_steps")
-    topk = args.get("speculative_eagle_topk")
-    draft = args.get("speculative_num_draft_tokens")
+    steps = a.speculative_num_steps
+    topk = a.speculative_eagle_topk
+    draft = a.speculative_num_draft_tokens
     if algo == "NGRAM":
-        topk = int(_arg(args, "speculative_ngram_max_bfs_breadth", 10))
-        draft = int(draft if draft is not None else _arg(args, "speculative_ngram_max_match_window_size", 12))
+        topk = int(a.speculative_ngram_max_bfs_breadth)
+        draft = int(draft if draft is not None else a.speculative_ngram_max_match_window_size)
         return algo, (int(steps) if steps is not None else None), topk, draft
     if steps is None:
         if topk is not None or draft is not None:
@@ -380,8 +413,9 @@ def attention_backend(model, args):
     models (CUDA before Hopper: sm80/86/89): triton for MLA models and GPT-OSS, flashinfer for the others
     (_handle_attention_backend_compatibility, _handle_model_specific_adjustments). Hopper's fa3 and Blackwell's
     trtllm defaults are not modelled: give attention_backend for those."""
-    if args.get("attention_backend"):
-        return str(args["attention_backend"])
+    a = as_server_args(args)
+    if a.attention_backend:
+        return str(a.attention_backend)
     if model.mla or model.arch in ("GptOssForCausalLM", "Llama4ForConditionalGeneration"):
         return "triton"
     return "flashinfer"
@@ -414,10 +448,10 @@ def _refusals(model, args, algo, topk, page, dp_attention):
     if algo == "STANDALONE" and dp_attention:
         raise PlanError("args.speculative_algorithm=STANDALONE with enable_dp_attention: SGLang 0.5.9 does not "
                         "support it; turn one of them off")
-    ratio = args.get("swa_full_tokens_ratio")
-    if ratio is not None and not (0 < float(ratio) <= 1.0):
+    ratio = args.swa_full_tokens_ratio
+    if not 0 < float(ratio) <= 1.0:
         raise PlanError("args.swa_full_tokens_ratio=%s must lie in (0, 1]" % ratio)
-    ctx = args.get("context_length")
+    ctx = args.context_length
     if ctx is not None and int(ctx) > model.context_len:
         raise PlanError("args.context_length=%d is longer than the model's %d (from config.json): SGLang 0.5.9 "
                         "refuses it unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 is set; lower it"
@@ -425,11 +459,12 @@ def _refusals(model, args, algo, topk, page, dp_attention):
 
 
 def kv_dtype_bytes(model, args):
-    kvd = str(_arg(args, "kv_cache_dtype", "auto")).lower()
+    a = as_server_args(args)
+    kvd = str(a.kv_cache_dtype).lower()
     if kvd == "auto":
         if str(model.quant.get("kv_cache_quant_algo", "")).upper() == "FP8":
             return 1
-        dt = str(_arg(args, "dtype", "auto")).lower()
+        dt = str(a.dtype).lower()
         if dt in ("auto",):
             dt = model.torch_dtype.lower().replace("torch.", "")
             if dt in ("float32", "float"):
@@ -462,7 +497,7 @@ def mamba_per_request(model, args, tp):
         k_heads = max(k_heads, tp)
     conv_dim = model.lin_v_heads * model.lin_v_dim + 2 * k_heads * model.lin_k_dim
     conv = (conv_dim // tp) * (model.conv_kernel - 1) * 2
-    ssm_name = args.get("mamba_ssm_dtype") or model.config_ssm_dtype or "float32"
+    ssm_name = as_server_args(args).mamba_ssm_dtype or model.config_ssm_dtype or "float32"
     ssm_bytes = _dtype_bytes(ssm_name, "args.mamba_ssm_dtype")
     ssm = (model.lin_v_heads // tp) * model.lin_v_dim * model.lin_k_dim * ssm_bytes
     return (conv + ssm) * model.linear_layers
@@ -521,8 +556,9 @@ def checkpoint_bytes(model_dir):
 def _validate(model, gpus, args):
     if not isinstance(args, dict):
         raise PlanError("args: expected a mapping of SGLang server args (snake_case), got %s" % type(args).__name__)
-    tp = int(_arg(args, "tp_size", 1))
-    pp = int(_arg(args, "pp_size", 1))
+    a = ServerArgs(args)
+    tp = int(a.tp_size)
+    pp = int(a.pp_size)
     if tp < 1 or pp < 1:
         raise PlanError("args.tp_size/pp_size must be >= 1 (got tp_size=%s, pp_size=%s)" % (tp, pp))
     if not isinstance(gpus, list) or not gpus:
@@ -542,16 +578,16 @@ def _validate(model, gpus, args):
     if len(gpus) < tp * pp:
         raise PlanError("gpus: %d GPU(s) given but tp_size x pp_size = %d needs that many; lower args.tp_size or "
                         "pass more GPUs" % (len(gpus), tp * pp))
-    mfs = args.get("mem_fraction_static")
+    mfs = a.mem_fraction_static
     if mfs is not None and not (0 < float(mfs) < 1):
         raise PlanError("args.mem_fraction_static=%s must lie strictly between 0 and 1 (e.g. 0.85), or be "
                         "omitted for SGLang's auto value" % mfs)
     for key in ("context_length", "max_running_requests", "max_total_tokens", "page_size", "cuda_graph_max_bs",
                 "max_mamba_cache_size"):
-        v = args.get(key)
+        v = a.given.get(key)
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
             raise PlanError("args.%s=%r must be a positive integer" % (key, v))
-    return tp, pp
+    return a, tp, pp
 
 
 def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
@@ -564,30 +600,30 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
         if verdict is None:
             raise
         return verdict
-    tp, pp = _validate(model, gpus, args)
+    a, tp, pp = _validate(model, gpus, args)
     measured = dict(measured or {})
     used = gpus[:tp * pp]
     gpu_mem = min(float(g["memory_total_mib"]) for g in gpus)
-    algo, steps, topk, draft_tokens = spec_params(model, args)
+    algo, steps, topk, draft_tokens = spec_params(model, a)
     chunk_d, bs_d = bucket_defaults(gpu_mem, tp)
-    chunked = _arg(args, "chunked_prefill_size", chunk_d)
-    graph_bs = _arg(args, "cuda_graph_max_bs", bs_d)
-    if args.get("cuda_graph_bs"):
-        graph_bs = max(int(b) for b in args["cuda_graph_bs"])       # an explicit capture list sets the max
-    dp_size = int(_arg(args, "dp_size", 1))
-    dp_attention = bool(args.get("enable_dp_attention")) and dp_size > 1    # dp_size 1 turns it off
-    page = int(_arg(args, "page_size", 1))
-    _refusals(model, args, algo, topk, page, dp_attention)
+    chunked = chunk_d if a.chunked_prefill_size is None else a.chunked_prefill_size
+    graph_bs = bs_d if a.cuda_graph_max_bs is None else a.cuda_graph_max_bs
+    if a.cuda_graph_bs:
+        graph_bs = max(int(b) for b in a.cuda_graph_bs)       # an explicit capture list sets the max
+    dp_size = int(a.dp_size)
+    dp_attention = bool(a.enable_dp_attention) and dp_size > 1    # dp_size 1 turns it off
+    page = int(a.page_size)
+    _refusals(model, a, algo, topk, page, dp_attention)
     notes = []
-    if args.get("mem_fraction_static") is None:
+    if a.mem_fraction_static is None:
         mfs, reserved = auto_mem_fraction_static(gpu_mem, tp, pp, chunked, graph_bs, algo,
-                                                 _arg(args, "max_prefill_tokens", 16384), model,
-                                                 bool(args.get("language_only")), args.get("enable_multimodal"),
-                                                 bool(args.get("enable_piecewise_cuda_graph")),
-                                                 bool(args.get("enable_dp_attention")), int(_arg(args, "dp_size", 1)))
+                                                 a.max_prefill_tokens, model,
+                                                 bool(a.language_only), a.enable_multimodal,
+                                                 bool(a.enable_piecewise_cuda_graph),
+                                                 bool(a.enable_dp_attention), int(a.dp_size))
         mfs_source = "auto"
     else:
-        mfs, reserved = float(args["mem_fraction_static"]), None
+        mfs, reserved = float(a.mem_fraction_static), None
         mfs_source = "args"
     if dp_attention:
         chunked = chunked // dp_size            # _handle_data_parallelism, after the fraction was set
@@ -629,7 +665,7 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
             w_source = "checkpoint"
         else:
             est = model.param_estimate()
-            wb = _weight_param_bytes(model, args)
+            wb = _weight_param_bytes(model, a)
             total = (est["text"] + est["vision"] + est["mtp"]) * wb
             draft_b = est["mtp"] * wb
             repl = 0.0
@@ -645,12 +681,12 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
     rest = m1 - m0 * (1.0 - mfs)
     static = rest
     attn_tp = tp // dp_size if dp_attention else tp        # get_attention_tp_size(): KV heads and states per rank
-    cell = cell_size(model, args, attn_tp)
-    per_req = mamba_per_request(model, args, attn_tp)
-    context_len = int(_arg(args, "context_length", model.context_len))
-    radix_off = bool(args.get("disable_radix_cache"))
-    extra_buffer = str(args.get("mamba_scheduler_strategy") or "") == "extra_buffer"
-    max_running = args.get("max_running_requests")
+    cell = cell_size(model, a, attn_tp)
+    per_req = mamba_per_request(model, a, attn_tp)
+    context_len = int(model.context_len if a.context_length is None else a.context_length)
+    radix_off = bool(a.disable_radix_cache)
+    extra_buffer = str(a.mamba_scheduler_strategy or "") == "extra_buffer"
+    max_running = a.max_running_requests
     if algo is not None:
         if max_running is None:
             max_running = 48                    # _handle_speculative_decoding, every algorithm
@@ -664,14 +700,14 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
         if algo is not None:
             spec_reserve = per_req * (int(max_running) // dp_div) * draft_tokens / GIB
             rest -= spec_reserve
-        if args.get("max_mamba_cache_size") is not None:
-            slots = int(args["max_mamba_cache_size"]) // dp_div
+        if a.max_mamba_cache_size is not None:
+            slots = int(a.max_mamba_cache_size) // dp_div
             slots_source = "args.max_mamba_cache_size"
         elif radix_off and max_running is not None:
             slots = int(max_running) // dp_div
             slots_source = "max_running_requests (radix cache off)"
         else:
-            r = float(_arg(args, "mamba_full_memory_ratio", 0.9))
+            r = float(a.mamba_full_memory_ratio)
             slots = int((rest * r / (1 + r) * GIB) // per_req)
             slots_source = "mamba_full_memory_ratio=%s" % r
         mamba_gb = slots * per_req / GIB
@@ -680,7 +716,7 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
     tokens = int(rest * GIB) // int(cell)
 
     # request slots (the req_to_token pool), from the profiled count before any cap
-    if args.get("max_running_requests") is not None or algo is not None:
+    if a.is_set("max_running_requests") or algo is not None:
         pool_reqs = int(max_running)
     else:
         pool_reqs = min(max(int(tokens / float(context_len) * 512), 2048), 4096)
@@ -689,25 +725,25 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
         pool_reqs = min(pool_reqs, slots // ratio)
         if algo is not None and dp_attention:
             pool_reqs = min(pool_reqs, int(max_running) // dp_size)
-    if args.get("max_total_tokens"):
-        tokens = min(tokens, int(args["max_total_tokens"]))
+    if a.max_total_tokens:
+        tokens = min(tokens, int(a.max_total_tokens))
     tokens = tokens // page * page
     swa_tokens = None
     if model.swa_layers:
         # set_num_tokens_hybrid_swa: the pool is split so that SWA layers hold swa_full_tokens_ratio x the full ones
         kvh = max(1, model.kv_heads // attn_tp)
-        per_token = kvh * (model.head_dim + model.v_head_dim) * kv_dtype_bytes(model, args)
+        per_token = kvh * (model.head_dim + model.v_head_dim) * kv_dtype_bytes(model, a)
         fl, sl = model.full_layers, model.swa_layers
         if fl == 0:
             swa_tokens = tokens
         else:
-            ratio_swa = float(_arg(args, "swa_full_tokens_ratio", 0.8))
+            ratio_swa = float(a.swa_full_tokens_ratio)
             total = tokens * (per_token * fl + per_token * sl)
             full = int(total / (per_token * fl + ratio_swa * per_token * sl))
             swa_tokens = int(full * ratio_swa) // page * page
             tokens = full // page * page
     if tokens > 0:
-        max_reqs = min(tokens // 2 if args.get("max_running_requests") is None and algo is None
+        max_reqs = min(tokens // 2 if not a.is_set("max_running_requests") and algo is None
                        else int(max_running) // dp_div, pool_reqs)
     else:
         max_reqs = pool_reqs
@@ -715,10 +751,10 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
     # headroom: (1 - mfs) M0 must hold req_to_token, graphs, activations, workspaces and the draft
     headroom = (1.0 - mfs) * m0
     req_to_token = max(pool_reqs, 0) * (context_len + 4 + draft_tokens) * 4 / GIB
-    graphs = 0.0 if args.get("disable_cuda_graph") else 2 * graph_bs * MIB / GIB
+    graphs = 0.0 if a.disable_cuda_graph else 2 * graph_bs * MIB / GIB
     # activations of one prefill chunk: hidden states and the MLP intermediate of the chunk (bf16), an
     # estimate; SGLang's own auto-fraction heuristic reserves far more (1.5 MiB per chunk token).
-    chunk_tokens = chunked if chunked and chunked > 0 else int(_arg(args, "max_prefill_tokens", 16384))
+    chunk_tokens = chunked if chunked and chunked > 0 else int(a.max_prefill_tokens)
     width = max(model.hidden * 8, 3 * max(model.intermediate, model.moe_intermediate * 8) // tp)
     activations = chunk_tokens * width * 2 / GIB
     draft_gb = 0.0
@@ -728,13 +764,13 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
             dw = draft_weight_bytes
             if not dw:
                 est = model.param_estimate()
-                dw = est["mtp"] * _weight_param_bytes(model, args) / tp
+                dw = est["mtp"] * _weight_param_bytes(model, a) / tp
             # the MTP module allocates its own embed_tokens/lm_head before taking the target's (peak)
-            dw += 2 * model.vocab * model.hidden * _weight_param_bytes(model, args) / tp
+            dw += 2 * model.vocab * model.hidden * _weight_param_bytes(model, a) / tp
         else:
             dw = 0.0
-        dkv = max(tokens, 0) * cell_size(model, args, tp, draft=True)
-        dgraph = 0.0 if args.get("disable_cuda_graph") else 2 * graphs
+        dkv = max(tokens, 0) * cell_size(model, a, tp, draft=True)
+        dgraph = 0.0 if a.disable_cuda_graph else 2 * graphs
         draft_detail = {"weights_gb": round(dw / GIB, 3), "kv_gb": round(dkv / GIB, 3),
                         "graphs_gb": round(dgraph, 3)}
         draft_gb = dw / GIB + dkv / GIB + dgraph
@@ -785,8 +821,8 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
         "max_mamba_cache_size": slots,
         "speculative": dict({"algorithm": algo, "num_steps": steps, "eagle_topk": topk,
                              "num_draft_tokens": draft_tokens},
-                            **({"given": str(args["speculative_algorithm"]).upper()}
-                               if str(args["speculative_algorithm"]).upper() != algo else {})) if algo else None,
+                            **({"given": str(a.speculative_algorithm).upper()}
+                               if str(a.speculative_algorithm).upper() != algo else {})) if algo else None,
         "draft": draft_detail or None,
         "chunked_prefill_size": chunked,
         "cuda_graph_max_bs": graph_bs,
@@ -815,9 +851,8 @@ def measured_verdict(args, measured, why):
     m1 = measured.get("avail_mem_after_load_gb")
     if m1 is None and m0 is not None and measured.get("weights_gb") is not None:
         m1 = float(m0) - float(measured["weights_gb"])
-    mfs = args.get("mem_fraction_static")
-    if mfs is None:
-        mfs = measured.get("mem_fraction_static")
+    given = as_server_args(args).mem_fraction_static
+    mfs = given if given is not None else measured.get("mem_fraction_static")
     if m0 is None or m1 is None or mfs is None:
         return None
     m0, m1, mfs = float(m0), float(m1), float(mfs)
@@ -832,7 +867,7 @@ def measured_verdict(args, measured, why):
     else:
         lines.append("Outcome: unknown: %.2f GiB are left for the pools; how many tokens that is depends on the "
                      "model's bytes per token, which the planner cannot read from this config." % rest)
-    source = "args" if args.get("mem_fraction_static") is not None else "measured"
+    source = "args" if given is not None else "measured"
     return {"outcome": outcome, "mem_fraction_static": mfs, "mem_fraction_static_source": source,
             "rest_gb": round(rest, 2), "avail_mem_before_load_gb": m0, "avail_mem_after_load_gb": m1,
             "max_total_num_tokens": None, "model_error": str(why),
@@ -841,14 +876,15 @@ def measured_verdict(args, measured, why):
 
 
 def _weight_param_bytes(model, args):
-    q = str(args.get("quantization") or model.quant.get("quant_method") or "").lower()
+    a = as_server_args(args)
+    q = str(a.quantization or model.quant.get("quant_method") or "").lower()
     if q in ("fp8", "modelopt_fp8", "w8a8_fp8", "w8a8_int8", "mxfp8", "compressed-tensors"):
         return 1.0
     if q in ("awq", "gptq", "awq_marlin", "gptq_marlin", "marlin", "moe_wna16", "w4afp8", "auto-round"):
         return 0.5 + 0.03
     if q in ("mxfp4", "modelopt_fp4", "petit_nvfp4"):
         return 0.5 + 0.03
-    dt = str(_arg(args, "dtype", "auto")).lower()
+    dt = str(a.dtype).lower()
     if dt == "auto":
         dt = model.torch_dtype.lower().replace("torch.", "")
         if dt in ("float32", "float"):
@@ -866,6 +902,7 @@ def _better(a, b):
 
 def _fixes_for(config, gpus, args, measured, weights_bytes, base):
     model = Model(config)
+    a = ServerArgs(args)
     tp = base["tp_size"]
     cands = []   # (disruption, change, why)
     mfs = base["mem_fraction_static"]
@@ -885,10 +922,10 @@ def _fixes_for(config, gpus, args, measured, weights_bytes, base):
                               "speculative_num_draft_tokens": 2},
                           "the verify-state reservation scales with draft tokens (set all three together)"))
     if model.hybrid_gdn:
-        ssm = args.get("mamba_ssm_dtype") or model.config_ssm_dtype or "float32"
+        ssm = a.mamba_ssm_dtype or model.config_ssm_dtype or "float32"
         if str(ssm).lower() in ("float32", "fp32"):
             cands.append((4, {"mamba_ssm_dtype": "bfloat16"}, "halves the SSM state of every request slot"))
-    if str(_arg(args, "kv_cache_dtype", "auto")) == "auto" and kv_dtype_bytes(model, args) > 1:
+    if str(a.kv_cache_dtype) == "auto" and kv_dtype_bytes(model, a) > 1:
         cands.append((5, {"kv_cache_dtype": "fp8_e4m3"}, "halves the bytes per KV token (small accuracy cost)"))
     if spec:
         cands.append((6, {"speculative_algorithm": None, "speculative_num_steps": None, "speculative_eagle_topk": None,

@@ -28,16 +28,7 @@ import uuid
 
 from http.client import HTTPConnection, HTTPException
 
-try:
-    from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import LogParser, redact
-except ImportError:  # imported by file path (unit tests, tools): use the sibling file, still stdlib only
-    import importlib.util as _ilu
-    _spec = _ilu.spec_from_file_location(
-        "gpuserve_sglang_log", os.path.join(os.path.dirname(os.path.abspath(__file__)), "sglang_log.py"))
-    _mod = _ilu.module_from_spec(_spec)
-    _spec.loader.exec_module(_mod)
-    LogParser = _mod.LogParser
-    redact = _mod.redact
+from .sglang_log import LogParser, redact
 
 LOG_TAIL_LINES = 40
 

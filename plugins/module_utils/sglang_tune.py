@@ -21,16 +21,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
-
-try:
-    from ansible_collections.gpuserve.sglang.plugins.module_utils import sglang_memory as _sm
-except ImportError:  # imported by file path (unit tests, tools): the sibling file, still stdlib only
-    import importlib.util as _ilu
-    _spec = _ilu.spec_from_file_location(
-        "gpuserve_sglang_memory", os.path.join(os.path.dirname(os.path.abspath(__file__)), "sglang_memory.py"))
-    _sm = _ilu.module_from_spec(_spec)
-    _spec.loader.exec_module(_sm)
+from . import sglang_memory as _sm
 
 PlanError = _sm.PlanError
 GOALS = ("fit", "context", "concurrency", "tokens")

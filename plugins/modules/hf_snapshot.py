@@ -158,7 +158,8 @@ options:
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 notes:
-  - The logic is plain Python in C(plugins/module_utils/hf_hub.py), tested against a real Hub-compatible server.
+  - The logic is plain Python in C(plugins/module_utils/) - C(hf_hub.py) (the snapshot), C(hf_sources.py), C(hf_files.py)
+    and C(hf_http.py), tested against a real Hub-compatible server.
   - The builtin downloader is a small, dependency-free client of the Hub's HTTP API, so the module runs with the
     target's system Python before any venv exists. O(downloader=huggingface_hub) runs the library in a child process
     of the venv's interpreter, the token passed in its environment (C(HF_TOKEN_PATH) for O(token_file)).
@@ -292,39 +293,12 @@ error_kind:
 import json
 import os
 import pwd
-import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_files import (
+    MANIFEST, PROGRESS, HubError, repo_id_problem, revision_problem)
 from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_hub import (
-    MANIFEST, PROGRESS, Hub, HubError, LibraryHub, LocalSource, RsyncSource, repo_id_problem, revision_problem, snapshot)
-
-
-HOST_RE = re.compile(r"^([A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])$")
-
-
-def rsync_source(module, p):
-    """source_host: refuse what cannot go into rsync's ssh command (blanks) before anything runs."""
-    if not HOST_RE.match(p["source_host"]):
-        module.fail_json(msg="source_host=%s: expected [user@]host (a name, an IPv4 address or [IPv6])" % p["source_host"])
-    for key in ("source_host_dir", "ssh_key_file", "ssh_known_hosts_file"):
-        if p[key] and re.search(r"\s", p[key]):
-            module.fail_json(msg="%s=%s: blanks are not supported in this path; use a path without them" % (key, p[key]))
-    missing = [f for f in (p["ssh_key_file"], p["ssh_known_hosts_file"] if p["ssh_host_key_checking"] == "yes" else None)
-               if f and not os.path.isfile(f)] + [b for b in ("rsync", "ssh") if not module.get_bin_path(b)]
-    if missing and module.check_mode:
-        # the play that would write them has not (check mode): say what would happen instead of failing
-        module.exit_json(changed=True, up_to_date=False, path=p["local_dir"], fetched=[], repaired=[], bytes_transferred=0,
-                         network=False,
-                         msg="would copy from %s:%s; the file list cannot be read in check mode before %s is there"
-                         % (p["source_host"], p["source_host_dir"] or p["local_dir"], ", ".join(missing)))
-    if p["ssh_key_file"] and not os.path.isfile(p["ssh_key_file"]):
-        module.fail_json(msg="ssh_key_file=%s does not exist on the target; write the key there first (hf_model_source_ssh_key)"
-                         % p["ssh_key_file"])
-    if re.search(r"\s", p["local_dir"]):
-        module.fail_json(msg="local_dir=%s: blanks are not supported with source_host" % p["local_dir"])
-    return RsyncSource(p["source_host"], p["source_host_dir"] or p["local_dir"], port=p["ssh_port"],
-                       key_file=p["ssh_key_file"], known_hosts_file=p["ssh_known_hosts_file"],
-                       host_key_checking=p["ssh_host_key_checking"], timeout=p["timeout"], bwlimit_kib=p["bwlimit_kib"])
+    NotYet, open_source, read_token, repair_owner, snapshot)
 
 
 def main():
@@ -365,42 +339,26 @@ def main():
     problem = repo_id_problem(p["repo_id"]) or revision_problem(p["revision"])
     if problem:
         module.fail_json(msg=problem + "; nothing was changed", changed=False)
-    token = p["token"]
-    if p["token_file"]:
-        try:
-            with open(p["token_file"]) as f:
-                token = f.read().strip()
-        except (IOError, OSError) as e:
-            module.fail_json(msg="token_file=%s cannot be read (%s)" % (p["token_file"], e.strerror))
-        if token:
-            module.no_log_values.add(token)
-    if p["downloader"] == "auto":
-        usable = bool(p["python"]) and os.access(p["python"], os.X_OK) and \
-            module.run_command([p["python"], "-c", "import huggingface_hub"])[0] == 0
-        p["downloader"] = "huggingface_hub" if usable else "builtin"
     user = None
-    if p["owner"]:
-        try:
-            user = pwd.getpwnam(p["owner"])
-        except KeyError:
-            module.fail_json(msg="owner=%s: no such user on the target; create the service account first" % p["owner"])
-    if p["source_host"]:
-        hub = rsync_source(module, p)
-    elif p["source_dir"]:
-        if os.path.realpath(p["source_dir"]) == os.path.realpath(p["local_dir"]):
-            module.fail_json(msg="source_dir and local_dir are the same directory (%s): point local_dir elsewhere, or drop "
-                                 "source_dir to verify that copy in place against the Hub" % p["local_dir"])
-        hub = LocalSource(p["source_dir"])
-    elif p["downloader"] == "huggingface_hub" and module.check_mode and not os.path.exists(p["python"]):
-        # a fresh host in check mode: the venv that would download is built by this same run; list with our client
-        hub = Hub(p["endpoint"], token=token, timeout=p["timeout"])
-        module.warn("python=%s is not there yet (built by the same run): check mode lists the files with the builtin "
-                    "client" % p["python"])
-    elif p["downloader"] == "huggingface_hub":
-        hub = LibraryHub(p["endpoint"], p["python"], token=token, token_file=p["token_file"],
-                         timeout=p["timeout"], hf_transfer=p["hf_transfer"])
-    else:
-        hub = Hub(p["endpoint"], token=token, timeout=p["timeout"])
+    try:
+        token = read_token(p["token"], p["token_file"])
+        if token and p["token_file"]:
+            module.no_log_values.add(token)
+        if p["owner"]:
+            try:
+                user = pwd.getpwnam(p["owner"])
+            except KeyError:
+                raise HubError("input", "owner=%s: no such user on the target; create the service account first"
+                               % p["owner"])
+        hub, warnings = open_source(p, token, module.check_mode, module.get_bin_path)
+    except NotYet as e:
+        # the play that would write what the source needs has not (check mode): say what would happen
+        module.exit_json(changed=True, up_to_date=False, path=p["local_dir"], fetched=[], repaired=[],
+                         bytes_transferred=0, network=False, msg=str(e))
+    except HubError as e:
+        module.fail_json(msg=str(e), error_kind=e.kind, path=p["local_dir"], changed=False)
+    for w in warnings:
+        module.warn(w)
     try:
         r = snapshot(hub, p["repo_id"], p["revision"], p["local_dir"], p["allow_patterns"], p["ignore_patterns"],
                      p["verify"], p["workers"], p["disk_margin_mib"] * 1024 * 1024, module.check_mode,
@@ -416,13 +374,8 @@ def main():
         result["downloader"] = r["downloader"]
     if user is not None and os.path.isdir(p["local_dir"]):
         # check mode says so too (a role's quick look in check mode must see an owner to repair)
-        for root, dirs, files in os.walk(p["local_dir"]):
-            for name in [root] + [os.path.join(root, n) for n in dirs + files]:
-                st = os.lstat(name)
-                if (st.st_uid, st.st_gid) != (user.pw_uid, user.pw_gid):
-                    if not module.check_mode:
-                        os.lchown(name, user.pw_uid, user.pw_gid)
-                    result["changed"] = True
+        if repair_owner(p["local_dir"], user.pw_uid, user.pw_gid, module.check_mode):
+            result["changed"] = True
     cfg = os.path.join(p["local_dir"], "config.json")
     if os.path.isfile(cfg) and not (module.check_mode and "config.json" in r["fetched"]):
         try:

@@ -9,10 +9,11 @@ equal, the speculative parameters equal, max_total_num_tokens exact (or within o
 and max_running_requests equal, and for hybrid models the mamba cache size equal.
 """
 import argparse
-import importlib.util
+import importlib
 import os
 import sys
 import time
+import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -24,12 +25,15 @@ import tables  # noqa: E402
 
 
 def load_module_util(name):
-    """plugins/module_utils/<name>.py by file path (stdlib only, as the architecture promises)."""
-    path = os.path.join(ROOT, "plugins", "module_utils", name + ".py")
-    spec = importlib.util.spec_from_file_location("gpuserve_" + name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """plugins/module_utils/<name>.py by file path (stdlib only, as the architecture promises): the directory made a
+    package of its own, so a file's relative imports of its siblings resolve. A fresh copy each call (the self-test
+    plants a mistake in one)."""
+    if "gpuserve_module_utils" not in sys.modules:
+        pkg = types.ModuleType("gpuserve_module_utils")
+        pkg.__path__ = [os.path.join(ROOT, "plugins", "module_utils")]
+        sys.modules["gpuserve_module_utils"] = pkg
+    sys.modules.pop("gpuserve_module_utils." + name, None)
+    return importlib.import_module("gpuserve_module_utils." + name)
 
 
 def chosen_cases(todo, n):

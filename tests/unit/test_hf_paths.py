@@ -1,5 +1,5 @@
 """File names from a listing never leave the model directory: a hostile Hub tree or source manifest is refused
-before anything is written, removed or read (hf_hub.check_relpath, called by snapshot() for every listed name)."""
+before anything is written, removed or read (hf_files.check_relpath, called by snapshot() for every listed name)."""
 import hashlib
 import json
 import os
@@ -9,10 +9,12 @@ import pytest
 from unit_helpers import load_module_util
 
 H = load_module_util("hf_hub")
+F = load_module_util("hf_files")
+S = load_module_util("hf_sources")
 SHA = "a" * 40
 
 
-class FakeHub(object):
+class FakeHub(S.Source):
     """A Hub whose tree lists what the test says and which records every fetch (none must happen)."""
     name = "fake"
     endpoint = "http://fake"
@@ -42,7 +44,7 @@ def test_a_hostile_name_in_the_hubs_tree_is_refused_before_anything_is_written(t
     victim.parent.mkdir(parents=True)
     victim.write_text("untouched")
     hub = FakeHub(["config.json", name])
-    with pytest.raises(H.HubError) as err:
+    with pytest.raises(F.HubError) as err:
         H.snapshot(hub, "org/m", SHA, str(model), free_bytes=1 << 30)
     assert err.value.kind == "unsafe_path" and repr(name) in str(err.value)
     assert hub.fetched == [] and victim.read_text() == "untouched" and not model.exists()
@@ -55,7 +57,7 @@ def test_a_link_planted_inside_the_model_directory_cannot_redirect_a_file_outsid
     outside.mkdir()
     (model / "sub").symlink_to(outside)         # the service account owns the directory and plants a link
     hub = FakeHub(["config.json", "sub/weights.safetensors"])
-    with pytest.raises(H.HubError, match="resolves outside the model directory"):
+    with pytest.raises(F.HubError, match="resolves outside the model directory"):
         H.snapshot(hub, "org/m", SHA, str(model), free_bytes=1 << 30)
     assert hub.fetched == [] and list(outside.iterdir()) == []
 
@@ -66,10 +68,10 @@ def test_a_refetch_never_deletes_outside_through_a_hostile_manifest(tmp_path):
     model.mkdir()
     victim = tmp_path / "victim"
     victim.write_text("keep me")
-    (model / H.MANIFEST).write_text(json.dumps({
+    (model / F.MANIFEST).write_text(json.dumps({
         "complete": True, "repo_id": "org/m", "revision": SHA, "patterns": {"allow": [], "ignore": []},
         "files": [{"path": "../victim", "size": 1, "sha256": "0" * 64}]}))
-    with pytest.raises(H.HubError, match="unsafe_path|'../victim'"):
+    with pytest.raises(F.HubError, match="unsafe_path|'../victim'"):
         H.snapshot(FakeHub(["../victim"]), "org/m", SHA, str(model), verify="full", free_bytes=1 << 30)
     assert victim.read_text() == "keep me"
 
@@ -79,20 +81,20 @@ def test_a_source_manifest_listing_a_file_outside_the_source_is_refused(tmp_path
     src.mkdir(parents=True)
     secret = tmp_path / "old-node" / "shadow"
     secret.write_bytes(b"root:$6$hash")
-    (src / H.MANIFEST).write_text(json.dumps({
+    (src / F.MANIFEST).write_text(json.dumps({
         "complete": True, "repo_id": "org/m", "revision": SHA,
         "files": [{"path": "../shadow", "size": secret.stat().st_size,
                    "sha256": hashlib.sha256(secret.read_bytes()).hexdigest()}]}))
     model = tmp_path / "model"
-    with pytest.raises(H.HubError) as err:
-        H.snapshot(H.LocalSource(str(src)), "org/m", SHA, str(model), free_bytes=1 << 30)
+    with pytest.raises(F.HubError) as err:
+        H.snapshot(S.LocalSource(str(src)), "org/m", SHA, str(model), free_bytes=1 << 30)
     assert err.value.kind == "unsafe_path"
     assert not model.exists()
 
 
 def test_ordinary_nested_names_pass(tmp_path):
-    assert H.check_relpath(str(tmp_path), "onnx/model.onnx") == os.path.join(str(tmp_path), "onnx/model.onnx")
-    assert H.check_relpath(str(tmp_path), "a..b/c...d.json").endswith("a..b/c...d.json")
+    assert F.check_relpath(str(tmp_path), "onnx/model.onnx") == os.path.join(str(tmp_path), "onnx/model.onnx")
+    assert F.check_relpath(str(tmp_path), "a..b/c...d.json").endswith("a..b/c...d.json")
 
 
 def test_a_partial_file_replaced_by_a_link_is_not_followed(tmp_path):
@@ -103,27 +105,27 @@ def test_a_partial_file_replaced_by_a_link_is_not_followed(tmp_path):
     entry = {"path": "model.safetensors", "size": 5, "sha256": hashlib.sha256(b"hello").hexdigest()}
     data = iter([b"hello", b""])
     with pytest.raises(OSError):
-        H._receive(str(dest) + ".incomplete", str(dest), entry, lambda n: next(data), 0, None,  # pylint: disable=protected-access
-                   lambda e, d: e, lambda *a: "bad")
+        F.receive(str(dest) + ".incomplete", str(dest), entry, lambda n: next(data), 0, None,
+                  lambda e, d: e, lambda *a: "bad")
     assert victim.read_bytes() == b"keep"
 
 
 @pytest.mark.parametrize("repo_id", ["../etc", "org/..", "org/../x", "/org/name", "org/name/", "org name/x", "org/na me",
                                      "org", "a/b/c", "org/-x", "org/x--y", "org/" + "x" * 100, ""])
 def test_a_repo_id_that_is_not_org_slash_name_is_named(repo_id):
-    assert "expected <org>/<name>" in H.repo_id_problem(repo_id)
+    assert "expected <org>/<name>" in F.repo_id_problem(repo_id)
 
 
 @pytest.mark.parametrize("repo_id", ["Qwen/Qwen3.6-27B", "meta-llama/Llama-3.1-8B-Instruct", "a/b", "org_1/m.v2"])
 def test_real_repo_ids_pass(repo_id):
-    assert H.repo_id_problem(repo_id) is None
+    assert F.repo_id_problem(repo_id) is None
 
 
 @pytest.mark.parametrize("rev", ["../main", "main..x", "/main", "-x", "ma in", "v1:2", "x\n", "", "refs/"])
 def test_a_revision_that_cannot_be_a_ref_is_named(rev):
-    assert "not a commit sha, branch or tag" in H.revision_problem(rev)
+    assert "not a commit sha, branch or tag" in F.revision_problem(rev)
 
 
 @pytest.mark.parametrize("rev", ["main", "v1.0", "refs/pr/3", "cddbd3b36b67d5afd1f423f823c0254f263ad48c", "release/2026-11"])
 def test_real_revisions_pass(rev):
-    assert H.revision_problem(rev) is None
+    assert F.revision_problem(rev) is None

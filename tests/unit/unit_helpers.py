@@ -1,23 +1,22 @@
 """Shared test helpers: module_utils are plain files, imported by path (no Ansible needed)."""
-import importlib.util
+import importlib
 import os
 import sys
+import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+PACKAGE = "gpuserve_module_utils"
 
 
 def load_module_util(name):
-    """Import plugins/module_utils/<name>.py by file path, as the architecture promises."""
-    key = "gpuserve_mu_" + name
-    if key in sys.modules:
-        return sys.modules[key]
-    path = os.path.join(ROOT, "plugins", "module_utils", name + ".py")
-    spec = importlib.util.spec_from_file_location(key, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[key] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    """Import plugins/module_utils/<name>.py by file path, as the architecture promises: the directory is made a
+    package of its own (no Ansible, no collection path), so a file's relative imports of its siblings resolve."""
+    if PACKAGE not in sys.modules:
+        pkg = types.ModuleType(PACKAGE)
+        pkg.__path__ = [os.path.join(ROOT, "plugins", "module_utils")]
+        sys.modules[PACKAGE] = pkg
+    return importlib.import_module("%s.%s" % (PACKAGE, name))
 
 
 def fixture_text(*parts):

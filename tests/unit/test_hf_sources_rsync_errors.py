@@ -1,8 +1,8 @@
-"""How an rsync-over-ssh failure is named (hf_hub.RsyncSource._fail): ssh's own failure is recognised whether
+"""How an rsync-over-ssh failure is named (hf_sources.RsyncSource._fail): ssh's own failure is recognised whether
 rsync exits 255 or, having read the dead stream first, 12 (both seen on the same host-key refusal)."""
 from unit_helpers import load_module_util
 
-hf_hub = load_module_util("hf_hub")
+hf_sources = load_module_util("hf_sources")
 
 
 class Ended(object):
@@ -11,7 +11,7 @@ class Ended(object):
 
 
 def fail(code, stderr):
-    src = hf_hub.RsyncSource("copy@oldnode", "/srv/models/m", key_file="/etc/k", known_hosts_file="/etc/kh")
+    src = hf_sources.RsyncSource("copy@oldnode", "/srv/models/m", key_file="/etc/k", known_hosts_file="/etc/kh")
     return src._fail(Ended(code), stderr.encode(), "reading its manifest")  # pylint: disable=protected-access
 
 
