@@ -13,6 +13,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+import time
+
 from .pve_conf import parse_property_string
 
 # Options fixed at creation: an existing CT with another value is an error, never a silent re-create.
@@ -90,3 +93,83 @@ def create_params(vmid, wanted, start=False):
     if start:
         params["start"] = 1
     return params
+
+
+OPTION_KEYS = ("ostemplate", "hostname", "rootfs", "cores", "memory", "swap", "unprivileged", "features", "onboot")
+
+
+def wanted_options(params):
+    """The module's parameters -> the PVE options asked for (option -> text); unset ones are not managed."""
+    out = {}
+    for key in OPTION_KEYS:
+        if params.get(key) is not None:
+            out[key] = pve_value(params[key])
+    for idx, value in (params.get("net") or {}).items():
+        out["net%d" % int(idx)] = str(value)
+    return out
+
+
+def wait_task(api, node, upid, what, timeout, warnings, sleep=time.sleep, clock=time.time):
+    """Wait for a PVE task. Success is exit status OK or "WARNINGS: n" (PVE ends many good tasks so): their log's
+    WARN lines are appended to ``warnings`` ({task, upid, exitstatus, lines}). Anything else, or still running after
+    ``timeout`` seconds, raises PveLxcError with the task's log tail."""
+    end = clock() + timeout
+    while clock() < end:
+        st = api.nodes(node).tasks(upid).status.get()
+        if st.get("status") == "stopped":
+            status = str(st.get("exitstatus"))
+            if status == "OK":
+                return
+            log = [str(e.get("t", "")) for e in (api.nodes(node).tasks(upid).log.get(limit=200) or [])]
+            if re.match(r"^WARNINGS: \d+$", status):
+                lines = [t for t in log if t.startswith("WARN")] or [status]
+                warnings.append({"task": what, "upid": upid, "exitstatus": status, "lines": lines})
+                return
+            raise PveLxcError("%s failed: task %s ended with %s; its log ends: %s"
+                              % (what, upid, status, " | ".join(log[-8:])))
+        sleep(1)
+    raise PveLxcError("%s: task %s still running after %ss (raise timeout)" % (what, upid, timeout))
+
+
+def reconcile(api, node, vmid, wanted, state, timeout, check_mode=False, result=None):
+    """Bring CT ``vmid`` on ``node`` to the wanted options and state through the API (a proxmoxer ProxmoxAPI, or
+    anything with its call shape). Returns {changed, created, changes, status, task_warnings, before}; raises
+    PveLxcError (nothing asked was done) for a CT on another node, create-only options that differ, a missing
+    template, a failed task. ``result`` (a dict) is filled as it goes, so a failure still says what was done."""
+    result = {} if result is None else result
+    result.update(changed=False, created=False, changes={}, task_warnings=[], before=None)
+    elsewhere = [r for r in api.cluster.resources.get(type="vm") if int(r.get("vmid", 0)) == vmid]
+    if elsewhere and elsewhere[0].get("node") != node:
+        raise PveLxcError("vmid=%d exists on node %s (a %s), not on %s: fix node or vmid"
+                          % (vmid, elsewhere[0].get("node"), elsewhere[0].get("type"), node))
+    if not any(int(c.get("vmid", 0)) == vmid for c in api.nodes(node).lxc.get()):
+        params = create_params(vmid, wanted, start=state == "started")
+        result.update(changed=True, created=True, changes=dict((k, v) for k, v in params.items() if k != "vmid"),
+                      before={}, status="running" if state == "started" else "stopped")
+        if not check_mode:
+            upid = api.nodes(node).lxc.post(**params)
+            wait_task(api, node, upid, "create CT %d" % vmid, timeout, result["task_warnings"])
+        return result
+    ct = api.nodes(node).lxc(vmid)
+    current = ct.config.get()
+    changes, conflicts = config_changes(current, wanted)
+    if conflicts:
+        raise PveLxcError("CT %d on %s: %s" % (vmid, node, "; ".join(conflicts)))
+    if changes:
+        result.update(changed=True, changes=changes, before=dict((k, current.get(k)) for k in changes))
+        if not check_mode:
+            ct.config.put(digest=current.get("digest"), **changes)
+    status = ct.status.current.get().get("status")
+    if state == "started" and status != "running":
+        result["changed"] = True
+        if not check_mode:
+            wait_task(api, node, ct.status.start.post(), "start CT %d" % vmid, timeout, result["task_warnings"])
+        status = "running"
+    elif state == "stopped" and status == "running":
+        result["changed"] = True
+        if not check_mode:
+            upid = ct.status.shutdown.post(timeout=min(timeout, 600))
+            wait_task(api, node, upid, "shut down CT %d" % vmid, timeout, result["task_warnings"])
+        status = "stopped"
+    result["status"] = status
+    return result

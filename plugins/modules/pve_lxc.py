@@ -166,15 +166,11 @@ diff:
 """
 
 import os
-import re
-import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import vmid_problem
-from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_lxc import (
-    PveLxcError, config_changes, create_params, pve_value,
-)
+from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_lxc import PveLxcError, reconcile, wanted_options
 
 try:
     from proxmoxer import ProxmoxAPI
@@ -183,39 +179,6 @@ try:
 except ImportError:
     HAS_PROXMOXER = False
     PROXMOXER_ERR = traceback.format_exc()
-
-
-def wanted_options(p):
-    out = {}
-    for key in ("ostemplate", "hostname", "rootfs", "cores", "memory", "swap", "unprivileged", "features", "onboot"):
-        if p[key] is not None:
-            out[key] = pve_value(p[key])
-    for idx, value in (p["net"] or {}).items():
-        out["net%d" % int(idx)] = str(value)
-    return out
-
-
-def wait_task(module, api, node, upid, what, warnings):
-    """Wait for a task; success is exit status OK or WARNINGS: n (PVE ends many good tasks so), whose log lines
-    are appended to ``warnings`` and shown; anything else fails with the task's log tail."""
-    end = time.time() + module.params["timeout"]
-    while time.time() < end:
-        st = api.nodes(node).tasks(upid).status.get()
-        if st.get("status") == "stopped":
-            status = str(st.get("exitstatus"))
-            if status == "OK":
-                return
-            log = [str(e.get("t", "")) for e in (api.nodes(node).tasks(upid).log.get(limit=200) or [])]
-            if re.match(r"^WARNINGS: \d+$", status):
-                lines = [t for t in log if t.startswith("WARN")] or [status]
-                for t in lines:
-                    module.warn("%s: %s" % (what, t))
-                warnings.append({"task": what, "upid": upid, "exitstatus": status, "lines": lines})
-                return
-            module.fail_json(msg="%s failed: task %s ended with %s; its log ends: %s"
-                                 % (what, upid, status, " | ".join(log[-8:])))
-        time.sleep(1)
-    module.fail_json(msg="%s: task %s still running after %ss (raise timeout)" % (what, upid, module.params["timeout"]))
 
 
 def main():
@@ -267,59 +230,27 @@ def main():
         auth.update(token_name=p["api_token_id"], token_value=p["api_token_secret"])
     else:
         auth.update(password=p["api_password"])
-    result = dict(changed=False, created=False, changes={}, task_warnings=[])
+    result = dict(changed=False, created=False, changes={}, task_warnings=[], before=None)
+    wanted = wanted_options(p)
     try:
         api = ProxmoxAPI(p["api_host"], **auth)
-        elsewhere = [r for r in api.cluster.resources.get(type="vm") if int(r.get("vmid", 0)) == vmid]
-        if elsewhere and elsewhere[0].get("node") != node:
-            module.fail_json(msg="vmid=%d exists on node %s (a %s), not on %s: fix node or vmid"
-                             % (vmid, elsewhere[0].get("node"), elsewhere[0].get("type"), node), **result)
-        wanted = wanted_options(p)
-        exists = any(int(c.get("vmid", 0)) == vmid for c in api.nodes(node).lxc.get())
-        if not exists:
-            try:
-                params = create_params(vmid, wanted, start=p["state"] == "started")
-            except PveLxcError as exc:
-                module.fail_json(msg=str(exc), **result)
-            result.update(changed=True, created=True, changes=dict((k, v) for k, v in params.items() if k != "vmid"))
-            if module._diff:
-                result["diff"] = {"before": {}, "after": wanted}
-            if not module.check_mode:
-                upid = api.nodes(node).lxc.post(**params)
-                wait_task(module, api, node, upid, "create CT %d" % vmid, result["task_warnings"])
-            result["status"] = "running" if p["state"] == "started" else "stopped"
-            module.exit_json(**result)
-
-        current = api.nodes(node).lxc(vmid).config.get()
-        changes, conflicts = config_changes(current, wanted)
-        if conflicts:
-            module.fail_json(msg="CT %d on %s: %s" % (vmid, node, "; ".join(conflicts)), **result)
-        if changes:
-            result.update(changed=True, changes=changes)
-            if module._diff:
-                result["diff"] = {"before": dict((k, current.get(k)) for k in changes), "after": changes}
-            if not module.check_mode:
-                api.nodes(node).lxc(vmid).config.put(digest=current.get("digest"), **changes)
-        status = api.nodes(node).lxc(vmid).status.current.get().get("status")
-        if p["state"] == "started" and status != "running":
-            result["changed"] = True
-            if not module.check_mode:
-                wait_task(module, api, node, api.nodes(node).lxc(vmid).status.start.post(), "start CT %d" % vmid,
-                          result["task_warnings"])
-            status = "running"
-        elif p["state"] == "stopped" and status == "running":
-            result["changed"] = True
-            if not module.check_mode:
-                upid = api.nodes(node).lxc(vmid).status.shutdown.post(timeout=min(p["timeout"], 600))
-                wait_task(module, api, node, upid, "shut down CT %d" % vmid, result["task_warnings"])
-            status = "stopped"
-        result["status"] = status
+        reconcile(api, node, vmid, wanted, p["state"], p["timeout"], module.check_mode, result)
+    except PveLxcError as exc:
+        result.pop("before", None)
+        module.fail_json(msg=str(exc), **result)
     except Exception as exc:  # proxmoxer raises its own and requests' errors; name the call's target
         hint = ""
         if "CERTIFICATE_VERIFY_FAILED" in str(exc) or "SSLError" in type(exc).__name__:
             hint = (" - the node's certificate is not trusted: set ca_file to a copy of the cluster's "
                     "/etc/pve/pve-root-ca.pem (keep validate_certs on)")
+        result.pop("before", None)
         module.fail_json(msg="Proxmox API at %s:%s: %s%s" % (p["api_host"], p["api_port"], exc, hint), **result)
+    before = result.pop("before")
+    for w in result["task_warnings"]:
+        for line in w["lines"]:
+            module.warn("%s: %s" % (w["task"], line))
+    if module._diff and result["changed"] and before is not None:
+        result["diff"] = {"before": before, "after": wanted if result["created"] else result["changes"]}
     module.exit_json(**result)
 
 

@@ -39,7 +39,8 @@ def inventory(tmp_path, **ct):
 def test_a_bad_inventory_value_is_named_in_a_few_lines_and_nothing_runs(tmp_path):
     p = ansible_playbook("-i", inventory(tmp_path, proxmox_vmid="129; reboot", gpuserve_node="pve9",
                                          sglang_server_args={"mem_fraction_static": 1.2},
-                                         hf_model_repo_id="Qwen/../etc"), PLAYBOOK)
+                                         hf_model_repo_id="Qwen/../etc", gpuserve_service_user="Sglang; x",
+                                         gpuserve_venv="opt/sglang venv"), PLAYBOOK)
     assert p.returncode != 0
     out = p.stdout
     assert "proxmox_vmid=129; reboot must be a Proxmox CT id, 100-999999999" in out
@@ -47,6 +48,9 @@ def test_a_bad_inventory_value_is_named_in_a_few_lines_and_nothing_runs(tmp_path
     assert "sglang_server_args.mem_fraction_static=1.2: outside (0.0, 1.0)" in out
     # the same repo-id rule as hf_snapshot's (filter hf_repo_id_problem), not a looser copy of it
     assert "hf_model_repo_id='Qwen/../etc': expected <org>/<name>" in out
+    # the names every role reads from one place, checked once here
+    assert "gpuserve_service_user=Sglang; x must be a Linux user name" in out
+    assert "gpuserve_venv=opt/sglang venv must be an absolute path without blanks" in out
     assert "Nothing was changed." in out
     failed = out[out.index("fatal:"):out.index("PLAY RECAP")]
     assert len(failed.splitlines()) <= 12, failed          # a few lines, not an argument spec dump

@@ -172,3 +172,21 @@ def test_auto_asks_the_interpreter_in_the_same_call_and_falls_back_to_the_builti
     r = run_module(M, args(hub, tmp_path / "none", downloader="auto", python=str(tmp_path / "absent" / "python")),
                    check=True)
     assert r.get("failed") is not True and "huggingface_hub" not in (r.get("downloader") or {})
+
+
+def test_auto_starts_the_interpreter_only_when_there_is_something_to_fetch(hub, tmp_path):
+    """downloader auto on a re-run with nothing to do starts no interpreter (importing huggingface_hub costs seconds
+    on every no-op deploy); a download starts it twice - the check that it has the library, then the download."""
+    starts = tmp_path / "starts"
+    wrapper = tmp_path / "python"
+    wrapper.write_text("#!/bin/sh\necho start >> %s\nexec %s \"$@\"\n" % (starts, HFLIB_PYTHON))
+    wrapper.chmod(0o755)
+    d = tmp_path / "m"
+    r = run_module(M, args(hub, d, downloader="auto", python=str(wrapper)))
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["changed"] is True and r["downloader"]["huggingface_hub"] == pins()["huggingface-hub"]
+    assert starts.read_text().count("start") == 2
+    for rev in (hub.sha, "main"):            # the pinned commit (no request at all) and a branch (the Hub asked)
+        r = run_module(M, args(hub, d, downloader="auto", python=str(wrapper), revision=rev))
+        assert r.get("failed") is not True and r["changed"] is False, r.get("msg")
+        assert starts.read_text().count("start") == 2

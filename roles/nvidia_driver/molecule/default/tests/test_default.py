@@ -20,3 +20,11 @@ def test_device_nodes_unit_runs_before_the_guests_and_units_are_enabled(host):
     assert "Before=pve-guests.service lxc.service" in unit and "ExecStart=/usr/bin/nvidia-modprobe -u -c=0" in unit
     for name in ("gpuserve-nvidia-devices.service", "nvidia-persistenced.service"):
         assert host.run("systemctl is-enabled %s", name).stdout.strip() == "enabled"
+
+
+def test_the_ct_userspace_driver_was_replaced_by_the_hosts_version_once_without_kernel_modules(host):
+    libs = host.check_output("pct exec 100 -- ls /usr/lib/x86_64-linux-gnu/").split()
+    assert [n for n in libs if n.startswith("libnvidia-ml.so.")] == ["libnvidia-ml.so.570.153.02"]
+    runs = host.check_output("pct exec 100 -- cat /var/log/gpuserve-fake-nvidia-installer.log").splitlines()
+    assert runs == ["--silent --no-kernel-modules --no-x-check --no-nouveau-check --no-nvidia-modprobe"]
+    assert host.run("pct exec 100 -- test -e /root/NVIDIA-Linux-x86_64-570.153.02.run").rc == 1  # removed after use

@@ -1,4 +1,4 @@
-"""lxc_gpu_passthrough's `container` entry point (as deploy.yml runs it for each CT of a node) against the
+"""Role pve_container (as deploy.yml runs it for each CT of a node) against the
 schema-validating Proxmox API fake: create, adopt with changed=0 on the second run, check mode, bad options."""
 import pytest
 
@@ -19,12 +19,12 @@ def pve(tmp_path):
 
 
 def play(pve, tmp_path, container, check=False):
-    v = {"lxc_gpu_passthrough_vmid": 129, "lxc_gpu_passthrough_container": container,
-         "lxc_gpu_passthrough_api_host": "127.0.0.1", "lxc_gpu_passthrough_api_port": pve.port,
-         "lxc_gpu_passthrough_api_password": PASSWORD, "lxc_gpu_passthrough_api_validate_certs": False,
-         "lxc_gpu_passthrough_pve_node": "pve1"}
+    v = {"pve_container_vmid": 129, "pve_container_options": container,
+         "pve_container_api_host": "127.0.0.1", "pve_container_api_port": pve.port,
+         "pve_container_api_password": PASSWORD, "pve_container_api_validate_certs": False,
+         "pve_container_node": "pve1"}
     return run_playbook([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
-        {"name": "CT", "ansible.builtin.include_role": {"name": "gpuserve.sglang.lxc_gpu_passthrough", "tasks_from": "container"},
+        {"name": "CT", "ansible.builtin.include_role": {"name": "gpuserve.sglang.pve_container"},
          "vars": v}]}], tmp_path, check)
 
 
