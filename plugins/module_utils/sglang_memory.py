@@ -176,14 +176,16 @@ class Model(object):
             self.model_type in _HYBRID_GDN_TYPES or bool(tc.get("full_attention_interval")) or bool(layer_types))
         self.swa_window = tc.get("sliding_window")
         self.full_layers = self.layers
+        self.full_ids = None         # hybrid GDN: the full attention layers' ids (the KV layers)
         self.linear_layers = 0
         self.swa_layers = 0
         if self.hybrid_gdn:
             if isinstance(layer_types, list) and layer_types:
-                self.full_layers = sum(1 for t in layer_types if t == "full_attention")
+                self.full_ids = [i for i, t in enumerate(layer_types) if t == "full_attention"]
             else:
                 interval = int(_req(tc, "full_attention_interval"))
-                self.full_layers = sum(1 for i in range(self.layers) if (i + 1) % interval == 0)
+                self.full_ids = [i for i in range(self.layers) if (i + 1) % interval == 0]
+            self.full_layers = len(self.full_ids)
             self.linear_layers = self.layers - self.full_layers
             self.lin_k_heads = int(_req(tc, "linear_num_key_heads"))
             self.lin_v_heads = int(_req(tc, "linear_num_value_heads"))
@@ -254,7 +256,7 @@ ARG_DEFAULTS = {
     "speculative_eagle_topk": None, "speculative_num_draft_tokens": None, "speculative_ngram_max_bfs_breadth": 10,
     "speculative_ngram_max_match_window_size": 12, "enable_dp_attention": False, "disable_radix_cache": False,
     "disable_cuda_graph": False, "enable_piecewise_cuda_graph": False, "language_only": False,
-    "enable_multimodal": None,
+    "enable_multimodal": None, "enable_mixed_chunk": False,
 }
 
 
@@ -448,6 +450,17 @@ def _refusals(model, args, algo, topk, page, dp_attention):
     if algo == "STANDALONE" and dp_attention:
         raise PlanError("args.speculative_algorithm=STANDALONE with enable_dp_attention: SGLang 0.5.9 does not "
                         "support it; turn one of them off")
+    if int(args.pp_size) > 1:
+        if algo is not None or args.enable_mixed_chunk:
+            raise PlanError("args.pp_size=%d with %s: SGLang 0.5.9 refuses it (\"Pipeline parallelism is not "
+                            "compatible with overlap schedule, speculative decoding, mixed chunked prefill\"); use "
+                            "pp_size 1 or turn that off" % (int(args.pp_size), "speculative_algorithm=%s" % algo
+                                                            if algo is not None else "enable_mixed_chunk"))
+        if model.swa_layers:
+            raise PlanError("args.pp_size=%d: the hybrid sliding-window pools of %s under pipeline parallelism are not "
+                            "modelled by this planner; plan with pp_size 1" % (int(args.pp_size), model.arch))
+        if int(args.pp_size) > model.layers:
+            raise PlanError("args.pp_size=%d is more than the model's %d layers" % (int(args.pp_size), model.layers))
     ratio = args.swa_full_tokens_ratio
     if not 0 < float(ratio) <= 1.0:
         raise PlanError("args.swa_full_tokens_ratio=%s must lie in (0, 1]" % ratio)
@@ -473,11 +486,12 @@ def kv_dtype_bytes(model, args):
     return _dtype_bytes(kvd, "args.kv_cache_dtype")
 
 
-def cell_size(model, args, tp, draft=False):
-    """Bytes per token of KV (get_cell_size_per_token)."""
+def cell_size(model, args, tp, draft=False, layers=None):
+    """Bytes per token of KV (get_cell_size_per_token); ``layers``: the KV layers of one pipeline stage (kv_layers),
+    default all of them."""
     kv = kv_dtype_bytes(model, args)
     if model.mla:
-        layers = max(model.mtp_layers, 1) if draft else model.full_layers
+        layers = max(model.mtp_layers, 1) if draft else (model.full_layers if layers is None else layers)
         return (int(model.kv_lora_rank) + int(model.qk_rope_head_dim)) * layers * kv
     kvh = max(1, model.kv_heads // tp)
     if draft:
@@ -485,7 +499,26 @@ def cell_size(model, args, tp, draft=False):
         return kvh * (model.head_dim + model.v_head_dim) * layers * kv
     if model.swa_layers:
         return kvh * (model.head_dim + model.v_head_dim) * (model.full_layers + model.swa_layers) * kv
-    return kvh * (model.head_dim + model.v_head_dim) * model.full_layers * kv
+    return kvh * (model.head_dim + model.v_head_dim) * (model.full_layers if layers is None else layers) * kv
+
+
+def pp_layer_range(layers, pp_rank, pp_size):
+    """[start, end) of the layers pipeline stage ``pp_rank`` holds: distributed/utils.get_pp_indices of 0.5.9 without
+    SGLANG_PP_LAYER_PARTITION (even split, the last ``layers % pp_size`` stages one layer more)."""
+    base, remainder = layers // pp_size, layers % pp_size
+    if pp_rank >= pp_size - remainder:
+        start = pp_rank * (base + 1) - (pp_size - remainder)
+        return start, start + base + 1
+    return pp_rank * base, pp_rank * base + base
+
+
+def kv_layers(model, pp_rank=0, pp_size=1):
+    """The layers whose KV cache a pipeline stage holds (profile_max_num_token): the full attention layers inside its
+    range for a hybrid linear-attention model, else every layer of the range (num_effective_layers)."""
+    start, end = pp_layer_range(model.layers, pp_rank, pp_size)
+    if model.hybrid_gdn:
+        return sum(1 for i in model.full_ids if start <= i < end)
+    return end - start
 
 
 def mamba_per_request(model, args, tp):
@@ -681,7 +714,14 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
     rest = m1 - m0 * (1.0 - mfs)
     static = rest
     attn_tp = tp // dp_size if dp_attention else tp        # get_attention_tp_size(): KV heads and states per rank
-    cell = cell_size(model, a, attn_tp)
+    # pipeline stages: each profiles with its own KV layers; the pool is the smallest stage's (all_reduce MIN), the
+    # request pool is sized from stage 0's own count (what rank 0 logs)
+    stage_layers = [kv_layers(model, r, pp) for r in range(pp)]
+    if 0 in stage_layers:
+        raise PlanError("args.pp_size=%d: pipeline stage %d holds no attention layer (its KV cell is 0 bytes and SGLang "
+                        "0.5.9 divides by it); use a pp_size whose stages each hold a full attention layer"
+                        % (pp, stage_layers.index(0)))
+    cell = cell_size(model, a, attn_tp, layers=None if pp == 1 else stage_layers[0])
     per_req = mamba_per_request(model, a, attn_tp)
     context_len = int(model.context_len if a.context_length is None else a.context_length)
     radix_off = bool(a.disable_radix_cache)
@@ -714,6 +754,8 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
         rest -= mamba_gb
     kv_gb = rest
     tokens = int(rest * GIB) // int(cell)
+    stage_tokens = [int(rest * GIB) // int(cell_size(model, a, attn_tp, layers=n)) for n in stage_layers] \
+        if pp > 1 else [tokens]
 
     # request slots (the req_to_token pool), from the profiled count before any cap
     if a.is_set("max_running_requests") or algo is not None:
@@ -726,8 +768,9 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
         if algo is not None and dp_attention:
             pool_reqs = min(pool_reqs, int(max_running) // dp_size)
     if a.max_total_tokens:
-        tokens = min(tokens, int(a.max_total_tokens))
-    tokens = tokens // page * page
+        stage_tokens = [min(t, int(a.max_total_tokens)) for t in stage_tokens]
+    stage_tokens = [t // page * page for t in stage_tokens]
+    tokens = min(stage_tokens)
     swa_tokens = None
     if model.swa_layers:
         # set_num_tokens_hybrid_swa: the pool is split so that SWA layers hold swa_full_tokens_ratio x the full ones
@@ -832,6 +875,9 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
         "notes": notes,
         "architecture": model.arch,
         "tp_size": tp,
+        "pp_size": pp,
+        "pp_stages": [{"stage": r, "layers": list(pp_layer_range(model.layers, r, pp)), "kv_layers": stage_layers[r],
+                       "max_total_num_tokens": stage_tokens[r]} for r in range(pp)] if pp > 1 else None,
     }
     if _fixes:
         result["fixes"], result["ineffective"] = _fixes_for(config, gpus, args, measured, weights_bytes, result)

@@ -28,10 +28,11 @@ GOALS = ("fit", "context", "concurrency", "tokens")
 ALLOW = ("no_speculation", "fp8_kv_cache", "bf16_mamba_state")
 # The declared search grid (the optimality test brute-forces the same grid). Not in it: piecewise CUDA graphs (in
 # 0.5.9's arithmetic they only enlarge the automatic fraction's reserve; every chosen configuration has an explicit
-# fraction, so they cost nothing to keep - test_sglang_tune pins this) and pp_size (the oracle does not cover
-# pipeline parallelism, and choose() proposes nothing it cannot check against SGLang's own code).
+# fraction, so they cost nothing to keep - test_sglang_tune pins this). pp_size is in it: the oracle checks pipeline
+# stages against SGLang's own code (each stage's KV layers, the all_reduce MIN of the pools).
 GRID = {
     "tp_size": (1, 2, 4, 8),
+    "pp_size": (1, 2, 4),
     "mem_fraction_static": tuple(round(0.50 + 0.01 * i, 2) for i in range(46)),      # 0.50 .. 0.95
     "max_running_requests": (None, 1, 2, 4, 8, 16, 32, 48, 64, 128, 256),
     "chunked_prefill_size": (None, 2048),
@@ -45,9 +46,9 @@ class TuneError(ValueError):
     """Bad input to choose(), or no configuration that starts; the message names the input or the smallest fix."""
 
 
-def _measured(measured, tp, base_tp):
-    """Measured numbers stay valid unless the TP size changes what they measured (weights per rank)."""
-    if not measured or tp == base_tp:
+def _measured(measured, ranks, base_ranks):
+    """Measured numbers stay valid unless the TP / PP sizes change what they measured (weights per rank)."""
+    if not measured or ranks == base_ranks:
         return measured
     m = dict(measured)
     m.pop("weights_gb", None)
@@ -86,12 +87,11 @@ def _variants(model, args, allow, goal, keep=None):
         if key in fixed:
             return [args.get(key)]
         own = args.get(key)
-        # an unset TP size is TP 1: the grid's 1 is the same configuration (kept unset), not a change
-        same = (own, 1) if key == "tp_size" and own is None else (own,)
-        return [own] + [v for v in GRID[key] if v not in same]
-    tps = dim("tp_size")
+        # an unset TP / PP size is 1: the grid's 1 is the same configuration (kept unset), not a change
+        same = (own, 1) if key in ("tp_size", "pp_size") and own is None else (own,)
+        return [own] + [v for v in GRID.get(key, ()) if v not in same]
     out = []
-    for tp in tps:
+    for tp, pp in [(t, q) for q in dim("pp_size") for t in dim("tp_size")]:
         for mrr in dim("max_running_requests"):
             for chunk in dim("chunked_prefill_size"):
                 for gbs in dim("cuda_graph_max_bs"):
@@ -99,7 +99,7 @@ def _variants(model, args, allow, goal, keep=None):
                         for kv in kvs:
                             for mamba in mambas:
                                 a = dict(args)
-                                for key, value in (("tp_size", tp), ("max_running_requests", mrr),
+                                for key, value in (("tp_size", tp), ("pp_size", pp), ("max_running_requests", mrr),
                                                    ("chunked_prefill_size", chunk), ("cuda_graph_max_bs", gbs),
                                                    ("kv_cache_dtype", kv), ("mamba_ssm_dtype", mamba)):
                                     if value is None:
@@ -126,7 +126,7 @@ class _Search(object):
         self.args, self.allow, self.measured, self.weights_bytes = args, allow, measured, weights_bytes
         self.margin, self.min_context, self.min_requests = margin, min_context, min_requests
         self.model = _sm.Model(config)
-        self.base_tp = int(args.get("tp_size") or 1)
+        self.base_ranks = (int(args.get("tp_size") or 1), int(args.get("pp_size") or 1))
         self.seen = {}
         self.keep = keep
 
@@ -134,9 +134,9 @@ class _Search(object):
         """(plan or None, acceptable) for one args dict (memoised)."""
         key = tuple(sorted((k, str(v)) for k, v in a.items()))
         if key not in self.seen:
-            tp = int(a.get("tp_size") or 1)
+            ranks = (int(a.get("tp_size") or 1), int(a.get("pp_size") or 1))
             try:
-                p = _sm.plan(self.config, self.gpus, a, measured=_measured(self.measured, tp, self.base_tp),
+                p = _sm.plan(self.config, self.gpus, a, measured=_measured(self.measured, ranks, self.base_ranks),
                              weights_bytes=self.weights_bytes, _fixes=False)
             except PlanError:
                 p = None
@@ -276,6 +276,8 @@ def _why(key, old, new, goal=None):
                                "the draft (with the margin)",
         "max_running_requests": "request slots: each holds its req_to_token row, mamba state and verify state",
         "tp_size": "the weights are split over more GPUs",
+        "pp_size": "the layers are split into pipeline stages: each GPU holds the weights and KV of its own layers "
+                   "(no speculative decoding with stages; on one node TP is usually faster per request)",
         "context_length": "the longest context the pool serves for the requests asked for",
         "chunked_prefill_size": "a smaller prefill chunk needs less activation headroom",
         "cuda_graph_max_bs": "fewer CUDA graphs need less headroom",
@@ -319,8 +321,8 @@ def choose(config, gpus, goal, args=None, allow=(), measured=None, weights_bytes
                 int(min_requests), keep)
     rows = []
     for variant in _variants(model, args, allow, goal, keep):
-        tp = int(variant.get("tp_size") or 1)
-        if tp > len(gpus) or not _valid_tp(model, tp):
+        tp, pp = int(variant.get("tp_size") or 1), int(variant.get("pp_size") or 1)
+        if tp * pp > len(gpus) or not _valid_tp(model, tp) or pp > model.layers:
             continue
         for a, p in s.best_fraction(s.shaped(variant)):
             if goal == "context":
@@ -359,7 +361,7 @@ def choose(config, gpus, goal, args=None, allow=(), measured=None, weights_bytes
 
 # what a key is when the args leave it unset, to measure how far a change moves it (goal fit)
 _EFFECTIVE = frozenset(("max_running_requests", "chunked_prefill_size", "cuda_graph_max_bs", "mem_fraction_static",
-                        "tp_size", "context_length"))       # keys plan() reports under the same name
+                        "tp_size", "pp_size", "context_length"))       # keys plan() reports under the same name
 
 
 def _distance(s, a, p):
@@ -386,7 +388,8 @@ def _rank(s, row):
     n_changes = len(changes_of(s.args, a))
     if s.goal == "fit":
         return (-n_changes, -_distance(s, a, p), p["max_total_num_tokens"])
-    return (s.score(a, p), -n_changes, p["max_total_num_tokens"], round(g["headroom_gb"] - g["headroom_need_gb"], 3))
+    return (s.score(a, p), -n_changes, -int(a.get("pp_size") or 1), p["max_total_num_tokens"],
+            round(g["headroom_gb"] - g["headroom_need_gb"], 3))
 
 
 def _nothing_fits(config, gpus, args, s):
@@ -397,7 +400,7 @@ def _nothing_fits(config, gpus, args, s):
             continue
         more = [dict(gpus[0], index=i) for i in range(n)]
         try:
-            found = choose(config, more, s.goal, dict(args, tp_size=n), s.allow, _measured(s.measured, n, s.base_tp),
+            found = choose(config, more, s.goal, dict(args, tp_size=n), s.allow, _measured(s.measured, (n, s.base_ranks[1]), s.base_ranks),
                            s.weights_bytes, s.margin, s.min_context, s.min_requests)
         except TuneError:
             continue

@@ -57,6 +57,14 @@ def test_a_bad_inventory_value_is_named_in_a_few_lines_and_nothing_runs(tmp_path
     assert "Proxmox nodes - GPUs" not in out                # no later play started
 
 
+def test_good_inventory_values_pass_the_first_play(tmp_path):
+    """The same checks let a usable inventory through: the defaults of the shared names, and set values."""
+    for ct in ({}, {"gpuserve_service_user": "svc-llm", "gpuserve_venv": "/srv/venvs/sglang"}):
+        p = ansible_playbook("-i", inventory(tmp_path, **ct), PLAYBOOK, "--tags", "nothing-but-always")
+        assert p.returncode == 0, p.stdout[-2000:]
+        assert "Nothing was changed." not in p.stdout
+
+
 def test_the_plan_chart_is_printed_as_one_block_a_person_reads_at_a_glance():
     """plan.yml through the configured (YAML) callback: one literal block, every bar on its own unwrapped line."""
     p = ansible_playbook(os.path.join(ROOT, "playbooks", "plan.yml"))

@@ -57,8 +57,8 @@ def chosen_cases(todo, n):
 
 
 def ours(planner, cfg, args, gpu, m0, m1):
-    tp = int(args.get("tp_size", 1))
-    gpus = [{"index": i, "memory_total_mib": gpu} for i in range(tp)]
+    ranks = int(args.get("tp_size", 1)) * int(args.get("pp_size", 1))
+    gpus = [{"index": i, "memory_total_mib": gpu} for i in range(ranks)]
     try:
         return planner.plan(cfg, gpus, args, measured={"avail_mem_before_load_gb": m0, "avail_mem_after_load_gb": m1},
                             _fixes=False)
@@ -78,6 +78,8 @@ COVERAGE = {   # what the scenarios exercise in SGLang's own code (printed, so a
     "fp8 KV": lambda sg, a: "float8" in str(sg.get("kv_cache_dtype")),
     "paged": lambda sg, a: (sg.get("page_size") or 1) > 1,
     "DP attention": lambda sg, a: bool(a.get("enable_dp_attention")),
+    "pipeline stages": lambda sg, a: "error" not in sg and int(a.get("pp_size") or 1) > 1,
+    "pipeline stages, uneven": lambda sg, a: len(set(sg.get("pp_stages") or [])) > 1,
 }
 
 
@@ -130,8 +132,14 @@ def _bucket_shifted(p):
     p.bucket_defaults = lambda mem, tp: orig(mem * 1.3 if mem else mem, tp)
 
 
+def _stages_ignored(p):
+    orig = p.kv_layers
+    p.kv_layers = lambda model, pp_rank=0, pp_size=1: orig(model, 0, 1)
+
+
 # Mistakes the planner really made before the oracle existed (or easily could): each must be caught.
 PLANTED = {
+    "pipeline stages sized as if each held every layer": _stages_ignored,
     "multimodal by class-name suffix": lambda p: setattr(p, "MULTIMODAL_ARCHS", tuple(
         a for a in p.MULTIMODAL_ARCHS if not a.endswith("ForConditionalGeneration"))),
     "Gemma's sliding window as a hybrid pool": lambda p: setattr(p, "HYBRID_SWA_ARCHS", p.HYBRID_SWA_ARCHS + (
@@ -145,7 +153,7 @@ PLANTED = {
 
 def self_test(oracle, site):
     """Each planted mistake must make at least one scenario (or a table) disagree; the control must not."""
-    todo = scenarios.scenarios(600)
+    todo = scenarios.scenarios(600) + scenarios.pp_scenarios(100)
     caught = 0
     for what, plant in PLANTED.items():
         planner = load_module_util("sglang_memory")
@@ -179,7 +187,8 @@ def main():
     if a.self_test:
         return self_test(oracle, site)
     planner = load_module_util("sglang_memory")
-    todo = [s for s in scenarios.scenarios(a.n) if not a.only or s[0].startswith(a.only)]
+    todo = [s for s in scenarios.scenarios(a.n) + scenarios.pp_scenarios()
+            if not a.only or s[0].startswith(a.only)]
     chosen, unplaceable = chosen_cases(todo, 0 if a.only else 200)
     todo = todo + chosen
     bad, refused, by_kind = [], 0, {}

@@ -214,3 +214,35 @@ def scenarios(n=2400, seed=59):
         m1 = round(m0 - rng.uniform(0.02, 1.05) * m0, 2)
         out.append(("%s-%04d" % (name, i), cfg, args, gpu, m0, m1))
     return out
+
+
+PP_FAMILIES = (("dense", _dense, 4), ("moe", _moe, 2), ("mla", _mla, 1), ("gemma", _gemma, 1), ("qwen3_next", _qwen3_next, 1),
+               ("qwen3_5", _qwen3_5, 2), ("vlm", _vlm, 1))
+
+
+def pp_scenarios(n=300, seed=61):
+    """n pipeline-parallel scenarios (pp_size 2-4 over 1-2 TP ranks), a stream of their own so the ones above stay
+    the same: stages with uneven layer counts, paged pools, caps, and the combinations 0.5.9 refuses (speculative
+    decoding, mixed chunked prefill)."""
+    rng = random.Random(seed)
+    weights = [w for _n, _f, w in PP_FAMILIES]
+    out = []
+    for i in range(n):
+        name, make, _w = rng.choices(PP_FAMILIES, weights=weights)[0]
+        cfg = make(rng)
+        args = _args(rng, name, cfg)
+        args.pop("enable_dp_attention", None)
+        args.pop("dp_size", None)
+        args["tp_size"] = rng.choice([1, 1, 2])
+        args["pp_size"] = rng.choice([2, 2, 3, 4])
+        if "speculative_algorithm" in args and rng.random() < 0.7:
+            for k in [k for k in args if k.startswith("speculative_")]:
+                del args[k]
+        if rng.random() < 0.05:
+            args["enable_mixed_chunk"] = True
+        gpu = rng.choice(GPU_MIB)
+        total_gib = gpu / 1024.0
+        m0 = round(total_gib - rng.uniform(0.45, 1.6), 2)
+        m1 = round(m0 - rng.uniform(0.02, 1.05) * m0, 2)
+        out.append(("pp-%s-%04d" % (name, i), cfg, args, gpu, m0, m1))
+    return out

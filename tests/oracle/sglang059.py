@@ -14,6 +14,10 @@ numbers, the free memory after the distributed init (M0, GiB) and after the weig
   properties, and max_running_requests. The pool constructors are replaced by a recorder that stops the run when
   the first pool would be allocated (by then every size is decided).
 
+With pp_size > 1 each pipeline stage is run with its layer range from the wheel's own ``get_pp_indices`` (as a
+model's ``make_layers`` takes it) and the ``all_reduce(MIN)`` of init_memory_pool answers the smallest stage's pool
+(stubs.PP); ``check_server_args`` (what a launch runs first) is run for every scenario.
+
 The only inputs not from SGLang: get_device_memory_capacity() answers the scenario's GPU memory,
 get_available_gpu_memory() answers M1, get_attention_tp_size() answers tp // dp (DP attention) or tp, and
 torch.cuda answers like an sm86 GPU; the model's quant_config carries the config's kv_cache_quant_algo.
@@ -97,6 +101,7 @@ class SGLang059(object):
                      "MHATokenToKVPoolFP4", "MLATokenToKVPoolFP4"):
             setattr(self.mx, name, _FirstPool)
         self.Runner, self._layers, self._max_running = self._runner_parts()
+        self.pp_indices = importlib.import_module("sglang.srt.distributed.utils").get_pp_indices
 
     # -- the parts of ModelRunner, from its source ------------------------------------------------
     def _runner_parts(self):
@@ -167,13 +172,37 @@ class SGLang059(object):
 
     # -- one scenario ------------------------------------------------------------------------------
     def run(self, config, args, gpu_mem_mib, m0, m1):
-        """SGLang's own answer: a dict, or {'error': ...} when SGLang itself refuses the args."""
+        """SGLang's own answer: a dict, or {'error': ...} when SGLang itself refuses the args. With pp_size > 1 every
+        pipeline stage runs (its layer range from the wheel's own get_pp_indices, as the model's make_layers takes
+        it): once to learn each stage's count, then again with the all_reduce(MIN) answering the smallest; the
+        answer is stage 0's (what rank 0 logs), with every stage's count in pp_stages."""
+        pp = int(args.get("pp_size") or 1)
+        if pp == 1:
+            return self._run(config, args, gpu_mem_mib, m0, m1, None)
+        stubs.PP["seen"], stubs.PP["min"] = [], None
+        first = [self._run(config, args, gpu_mem_mib, m0, m1, r) for r in range(pp)]
+        if any("error" in o for o in first) or not stubs.PP["seen"]:
+            return first[0]
+        stubs.PP["min"] = min(stubs.PP["seen"])
+        try:
+            stages = [self._run(config, args, gpu_mem_mib, m0, m1, r) for r in range(pp)]
+        finally:
+            stubs.PP["min"] = None
+        out = dict(stages[0])
+        out["pp_stages"] = [o.get("max_total_num_tokens") for o in first]
+        if any(o.get("outcome") == "kv_pool_oom" for o in stages):
+            out["outcome"] = "kv_pool_oom"
+        return out
+
+    def _run(self, config, args, gpu_mem_mib, m0, m1, pp_rank):
         self._config = config
         self._gpu_mem = gpu_mem_mib
         self._m1 = m1
         sargs = dict(args)
         try:
             server_args = self.sa.ServerArgs(model_path="/oracle/model", **sargs)
+            # what entrypoints/engine.py runs before launching anything
+            server_args.check_server_args()
         except (ValueError, AssertionError, TypeError, RuntimeError) as e:
             return {"error": "ServerArgs: %s: %s" % (type(e).__name__, e)}
         out = {"mem_fraction_static": server_args.mem_fraction_static,
@@ -204,6 +233,10 @@ class SGLang059(object):
         qc = config.get("quantization_config") or (config.get("text_config") or {}).get("quantization_config") or {}
         r.model = types.SimpleNamespace(quant_config=types.SimpleNamespace(
             kv_cache_quant_algo=qc.get("kv_cache_quant_algo")))
+        if pp_rank is not None:
+            r.pp_rank = pp_rank
+            r.model.start_layer, r.model.end_layer = self.pp_indices(
+                model_config.hf_text_config.num_hidden_layers, pp_rank, server_args.pp_size)
         r.req_to_token_pool = None
         # model_runner.py:1021-1031 without a model object (the model's own window method only sets its value,
         # which the pool sizing asserts positive and does not otherwise read)
@@ -211,7 +244,10 @@ class SGLang059(object):
             r.sliding_window_size = model_config.sliding_window_size
         else:
             r.sliding_window_size = model_config.attention_chunk_size
-        self._layers(r, m0)
+        try:
+            self._layers(r, m0)
+        except AssertionError as e:     # "PP is not compatible with MTP models." (speculative decoding with PP)
+            return {"error": "ModelRunner.initialize: AssertionError: %s" % e}
         r.configure_kv_cache_dtype()
         _FirstPool.seen = {}
         out["kv_cache_dtype"] = repr(r.kv_cache_dtype)

@@ -201,10 +201,33 @@ _DT = dict(float16=2, bfloat16=2, float32=4, float64=8, half=2, float=4, int8=1,
 DTYPES = dict((k, DType(k, v)) for k, v in _DT.items())
 DTYPES["half"], DTYPES["float"] = DTYPES["float16"], DTYPES["float32"]
 
+class Tensor(object):
+    """torch.tensor(int) as init_memory_pool uses it for the pipeline stages' all_reduce: a value and item()."""
+
+    def __init__(self, value, dtype=None):
+        self.value = value
+
+    def item(self):
+        return self.value
+
+
+# The all_reduce(MIN) over the pipeline stages (init_memory_pool, pp_size > 1): the oracle runs each stage once to
+# learn every stage's count (SEEN), then again with MIN set to the smallest - what the collective would answer.
+PP = {"seen": [], "min": None}
+
+
+def _all_reduce(tensor, op=None, group=None):
+    PP["seen"].append(tensor.value)
+    if PP["min"] is not None:
+        tensor.value = min(tensor.value, PP["min"])
+
+
 OVERRIDES = {
     # numpy: the two reductions the mamba state size uses (configs/mamba_utils.py)
     "numpy": dict(prod=lambda xs: math.prod(int(x) for x in xs), sum=lambda xs: sum(int(x) for x in xs)),
-    "torch": dict(__version__="2.9.1", dtype=DType, **DTYPES),
+    "torch": dict(__version__="2.9.1", dtype=DType, tensor=Tensor, **DTYPES),
+    "torch.distributed": dict(all_reduce=_all_reduce, ReduceOp=type("ReduceOp", (), dict(
+        SUM=0, PRODUCT=1, MIN=2, MAX=3, BAND=4, BOR=5, BXOR=6, AVG=7, PREMUL_SUM=8))),
     "torch._utils": dict(_element_size=lambda d: d.itemsize),
     "torch.cuda": dict(is_available=lambda: True, get_device_capability=lambda *a, **k: CAPABILITY[0],
                        get_device_name=lambda *a, **k: "NVIDIA RTX A6000", device_count=lambda: 8,

@@ -417,3 +417,34 @@ def test_a_pool_that_cannot_be_built_is_said_as_a_shortfall_and_failing_options_
     assert "(%d tokens)" % r["max_total_num_tokens"] not in text and ", %d tokens" % r["max_total_num_tokens"] not in text
     assert all(f["outcome"] in ("fits", "context_truncated") for f in r["fixes"])
     assert any("still headroom_oom" in f["why"] for f in r["ineffective"])   # 0.92: better, but still failing
+
+
+# --- pipeline parallelism (pp_size): each stage holds the KV of its own layers; the pool is the smallest stage's ---
+def test_pipeline_stages_split_the_layers_as_sglang_does_and_the_pool_is_the_fullest_stages():
+    # get_pp_indices(32, r, 3) of 0.5.9: 32 // 3 = 10, the last 32 % 3 = 2 stages one more: [0,10) [10,21) [21,32)
+    assert [SM.pp_layer_range(32, r, 3) for r in range(3)] == [(0, 10), (10, 21), (21, 32)]
+    assert [SM.pp_layer_range(61, r, 4) for r in range(4)] == [(0, 15), (15, 30), (30, 45), (45, 61)]
+    llama = cfg("llama-3.1-8b")
+    gpus = [{"index": i, "memory_total_mib": 49140} for i in range(3)]
+    measured = {"avail_mem_before_load_gb": 46.6, "avail_mem_after_load_gb": 41.0}
+    p = SM.plan(llama, gpus, {"pp_size": 3, "mem_fraction_static": 0.85}, measured=measured, _fixes=False)
+    rest = 41.0 - 46.6 * (1 - 0.85)
+    cell = 8 * (128 + 128) * 2            # one layer: 8 KV heads x (K + V) x 128 x bf16
+    want = [int(rest * (1 << 30)) // (cell * n) for n in (10, 11, 11)]
+    assert [s["max_total_num_tokens"] for s in p["pp_stages"]] == want
+    assert p["max_total_num_tokens"] == min(want) == want[1]    # the all_reduce(MIN) over the stages
+    assert p["cell_size_bytes"] == cell * 10                     # stage 0's own cell (what rank 0 profiles)
+    # the request pool comes from stage 0's own count, before the MIN (init_memory_pool's order)
+    assert p["req_to_token_pool_size"] == min(max(int(want[0] / 131072 * 512), 2048), 4096)
+
+
+def test_pipeline_stages_refuse_what_sglang_refuses():
+    qwen = cfg("qwen3.6-27b")
+    gpus = [{"index": i, "memory_total_mib": 49140} for i in range(32)]
+    with pytest.raises(SM.PlanError, match=r"args.pp_size=2 with speculative_algorithm=EAGLE: SGLang 0.5.9 refuses it"):
+        SM.plan(qwen, gpus, {"pp_size": 2, "speculative_algorithm": "NEXTN"}, _fixes=False)
+    with pytest.raises(SM.PlanError, match=r"args.pp_size=2 with enable_mixed_chunk"):
+        SM.plan(cfg("llama-3.1-8b"), gpus, {"pp_size": 2, "enable_mixed_chunk": True}, _fixes=False)
+    # 64 layers, every 4th full attention: stages of 2 layers, half of them without any KV layer
+    with pytest.raises(SM.PlanError, match=r"pipeline stage 0 holds no attention layer"):
+        SM.plan(qwen, gpus, {"pp_size": 32}, _fixes=False)

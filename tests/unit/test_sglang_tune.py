@@ -24,7 +24,7 @@ def gpus(kind, n):
     return [dict(kind, index=i) for i in range(n)]
 
 
-SMALL_GRID = {"tp_size": (1, 2, 4, 8), "mem_fraction_static": tuple(round(0.60 + 0.02 * i, 2) for i in range(18)),
+SMALL_GRID = {"tp_size": (1, 2, 4, 8), "pp_size": (1, 2), "mem_fraction_static": tuple(round(0.60 + 0.02 * i, 2) for i in range(18)),
               "max_running_requests": (None, 1, 8, 48, 256), "chunked_prefill_size": (None, 2048),
               "cuda_graph_max_bs": (None, 8), "speculative_steps": ((3, 1, 4), (1, 1, 2))}
 
@@ -32,12 +32,14 @@ SMALL_GRID = {"tp_size": (1, 2, 4, 8), "mem_fraction_static": tuple(round(0.60 +
 def grid_args(model, g, args):
     """Every combination of the declared grid as server args (valid TP sizes only), nothing pruned."""
     specs = [None] if not args.get("speculative_algorithm") else list(ST.GRID["speculative_steps"])
-    for tp, mfs, mrr, chunk, gbs, sp in itertools.product(
-            ST.GRID["tp_size"], (None,) + ST.GRID["mem_fraction_static"], ST.GRID["max_running_requests"],
-            ST.GRID["chunked_prefill_size"], ST.GRID["cuda_graph_max_bs"], specs):
-        if tp > len(g) or model.heads % tp or not (model.mla or model.kv_heads % tp == 0 or tp % model.kv_heads == 0):
+    for tp, pp, mfs, mrr, chunk, gbs, sp in itertools.product(
+            ST.GRID["tp_size"], ST.GRID["pp_size"], (None,) + ST.GRID["mem_fraction_static"],
+            ST.GRID["max_running_requests"], ST.GRID["chunked_prefill_size"], ST.GRID["cuda_graph_max_bs"], specs):
+        if tp * pp > len(g) or model.heads % tp or not (model.mla or model.kv_heads % tp == 0 or tp % model.kv_heads == 0):
             continue
         a = dict(args, tp_size=tp)
+        if pp > 1:
+            a["pp_size"] = pp
         for key, value in (("mem_fraction_static", mfs), ("max_running_requests", mrr),
                            ("chunked_prefill_size", chunk), ("cuda_graph_max_bs", gbs)):
             if value is not None:
@@ -255,3 +257,18 @@ def test_piecewise_graphs_are_not_a_search_dimension_because_an_explicit_fractio
     assert auto_on["mem_fraction_static"] < auto_off["mem_fraction_static"]      # the auto fraction reserves for them
     chosen = ST.choose(config, g, "tokens", {"enable_piecewise_cuda_graph": True}, keep=[])
     assert chosen["args"]["enable_piecewise_cuda_graph"] is True and "mem_fraction_static" in chosen["args"]
+
+
+def test_pipeline_stages_are_chosen_where_they_hold_more_kv_mla_on_eight_gpus():
+    """MLA's latent KV is not split by TP (every attention rank holds all of it); pipeline stages split the layers,
+    so on 8 H200 the tokens goal takes TP 2 x PP 4 - and plan() of the chosen args agrees (the oracle checks the
+    stages' arithmetic against SGLang's own code)."""
+    r = ST.choose(cfg("deepseek-v3"), gpus(H200, 8), "tokens", {})
+    assert (r["args"].get("tp_size"), r["args"].get("pp_size")) == (2, 4)
+    assert [c["key"] for c in r["changes"] if c["key"] in ("tp_size", "pp_size")] == ["pp_size", "tp_size"]
+    assert "pipeline stages" in next(c["why"] for c in r["changes"] if c["key"] == "pp_size")
+    tp8 = SM.plan(cfg("deepseek-v3"), gpus(H200, 8), dict(r["args"], tp_size=8, pp_size=1), _fixes=False)
+    assert r["plan"]["max_total_num_tokens"] > tp8["max_total_num_tokens"]
+    # with speculative decoding (which 0.5.9 refuses with stages) no stage is proposed
+    nextn = ST.choose(cfg("deepseek-v3"), gpus(H200, 8), "tokens", {"speculative_algorithm": "NEXTN"})
+    assert nextn["args"].get("pp_size") in (None, 1)
