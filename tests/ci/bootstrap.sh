@@ -53,6 +53,15 @@ if [ ! -x .venv-hflib/bin/python ] || ! cmp -s tests/lab/requirements-hflib.txt 
   cp tests/lab/requirements-hflib.txt .venv-hflib/.installed
 fi
 
+# The SGLang router at the role's pinned, hash-checked lock (roles/sglang_router/files/locks), for the router tests
+# (the real router: a Rust binary in a wheel, CPU only).
+router_lock=roles/sglang_router/files/locks/sglang-router-0.3.2.lock
+if [ ! -x .venv-router/bin/python ] || ! cmp -s "$router_lock" .venv-router/.installed; then
+  python3 -m venv .venv-router
+  .venv-router/bin/pip install -q --disable-pip-version-check --require-hashes -r "$router_lock"
+  cp "$router_lock" .venv-router/.installed
+fi
+
 coll="build/collections/ansible_collections"
 if [ ! -d "$coll/community/proxmox" ] || [ ! -f "build/.bundle-$ANSIBLE_BUNDLE_VERSION" ]; then
   mkdir -p build/wheels

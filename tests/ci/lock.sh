@@ -1,38 +1,56 @@
 #!/usr/bin/env bash
-# The sglang_venv lock files: resolve the pinned SGLang release against the real package index.
-#   tests/ci/lock.sh write 0.5.9   regenerate roles/sglang_venv/files/locks/sglang-0.5.9.lock
-#   tests/ci/lock.sh check         resolve every lock again and fail when one differs (stale or unresolvable)
+# The lock files: resolve the pinned SGLang release (sglang_venv) and the pinned router (sglang_router) against the
+# real package index.
+#   tests/ci/lock.sh write 0.5.9                 regenerate roles/sglang_venv/files/locks/sglang-0.5.9.lock
+#   tests/ci/lock.sh write sglang-router-0.3.2   regenerate roles/sglang_router/files/locks/sglang-router-0.3.2.lock
+#   tests/ci/lock.sh check                       resolve every lock again and fail when one differs (stale or unresolvable)
 # The resolution is reproducible: packages published after the date on the .in file's `exclude-newer:` line
 # are ignored (move that date forward to take newer unpinned dependencies, then `write`).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-dir="$root/roles/sglang_venv/files/locks"
+dirs=("$root/roles/sglang_venv/files/locks" "$root/roles/sglang_router/files/locks")
 uv="${UV:-$root/.venv/bin/uv}"
 mode="${1:-check}"
 
-compile() {  # compile VERSION OUT
-  local v="$1" out="$2" newer
-  newer="$(sed -n 's/^# exclude-newer: *//p' "$dir/sglang-$v.in")"
-  [ -n "$newer" ] || { echo "lock: $dir/sglang-$v.in has no '# exclude-newer: <RFC 3339 date>' line" >&2; return 2; }
-  (cd "$dir" && UV_PYTHON_DOWNLOADS=never "$uv" pip compile --quiet "sglang-$v.in" --universal --python-version 3.10 --generate-hashes \
-     --exclude-newer "$newer" --custom-compile-command "tests/ci/lock.sh write $v" -o "$out")
+dir_of() {  # the lock dir that holds NAME.in
+  local d
+  for d in "${dirs[@]}"; do [ -f "$d/$1.in" ] && { echo "$d"; return; }; done
+  echo "${dirs[0]}"
+}
+
+compile() {  # compile NAME OUT   (NAME: sglang-0.5.9, sglang-router-0.3.2, ...; NAME.in in one of the lock dirs)
+  local name="$1" out="$2" newer dir py
+  dir="$(dir_of "$name")"
+  [ -f "$dir/$name.in" ] || { echo "lock: no $name.in in ${dirs[*]}" >&2; return 2; }
+  newer="$(sed -n 's/^# exclude-newer: *//p' "$dir/$name.in")"
+  [ -n "$newer" ] || { echo "lock: $dir/$name.in has no '# exclude-newer: <RFC 3339 date>' line" >&2; return 2; }
+  py=3.10
+  local cmd="tests/ci/lock.sh write ${name#sglang-}"
+  case "$name" in sglang-router-*) cmd="tests/ci/lock.sh write $name";; esac
+  (cd "$dir" && UV_PYTHON_DOWNLOADS=never "$uv" pip compile --quiet "$name.in" --universal --python-version "$py" --generate-hashes \
+     --exclude-newer "$newer" --custom-compile-command "$cmd" -o "$out")
+}
+
+name_of() {  # write's argument: 0.5.9 is sglang-0.5.9, sglang-router-0.3.2 is itself
+  case "$1" in sglang-*) echo "$1";; *) echo "sglang-$1";; esac
 }
 
 case "$mode" in
   write)
-    v="${2:?usage: tests/ci/lock.sh write VERSION}"
-    compile "$v" "$dir/sglang-$v.lock"
-    echo "lock: wrote $dir/sglang-$v.lock ($(grep -cE '^[a-z0-9]' "$dir/sglang-$v.lock") pins)";;
+    name="$(name_of "${2:?usage: tests/ci/lock.sh write VERSION | sglang-router-VERSION}")"
+    dir="$(dir_of "$name")"
+    compile "$name" "$dir/$name.lock"
+    echo "lock: wrote $dir/$name.lock ($(grep -cE '^[a-z0-9]' "$dir/$name.lock") pins)";;
   check)
     tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
-    for in in "$dir"/sglang-*.in; do
-      v="$(basename "$in" .in)"; v="${v#sglang-}"
-      compile "$v" "$tmp/sglang-$v.lock"
-      if ! diff -u "$dir/sglang-$v.lock" "$tmp/sglang-$v.lock" >"$tmp/diff"; then
+    for in in $(for d in "${dirs[@]}"; do ls "$d"/*.in; done); do
+      dir="$(dirname "$in")"; name="$(basename "$in" .in)"
+      compile "$name" "$tmp/$name.lock"
+      if ! diff -u "$dir/$name.lock" "$tmp/$name.lock" >"$tmp/diff"; then
         head -40 "$tmp/diff"
-        echo "lock: sglang-$v.lock is stale: run tests/ci/lock.sh write $v and commit it" >&2; exit 1
+        echo "lock: $name.lock is stale: run tests/ci/lock.sh write ${name#sglang-} and commit it" >&2; exit 1
       fi
-      echo "lock: sglang-$v.lock resolves unchanged ($(grep -cE '^[a-z0-9]' "$dir/sglang-$v.lock") pins)"
+      echo "lock: $name.lock resolves unchanged ($(grep -cE '^[a-z0-9]' "$dir/$name.lock") pins)"
     done;;
-  *) echo "usage: tests/ci/lock.sh write VERSION | check" >&2; exit 2;;
+  *) echo "usage: tests/ci/lock.sh write VERSION | sglang-router-VERSION | check" >&2; exit 2;;
 esac
