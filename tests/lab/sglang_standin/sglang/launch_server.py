@@ -33,6 +33,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -177,6 +178,35 @@ def make_handler(state):
                                                                     "owned_by": "sglang", "root": name,
                                                                     "max_model_len": state.facts.get("context_len")}]})
             return self._send(404, {"detail": "Not Found"})
+
+        def do_POST(self):  # noqa: N802
+            """POST /generate as 0.5.9's http_server answers a non-streaming GenerateReqInput: {"text", "meta_info"}
+            (id, finish_reason, prompt/completion tokens, e2e_latency); 503 until the server is up. Each request
+            takes SGLANG_STANDIN_GEN_MS milliseconds (default 20), so requests are in flight for a while."""
+            a = state.args
+            path = self.path.split("?")[0]
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            if not authorized(a.api_key, "POST", path, self.headers.get("Authorization")):
+                return self._send(401, {"error": "Unauthorized"})
+            if path not in ("/generate",):
+                return self._send(404, {"detail": "Not Found"})
+            if state.status != "Up":
+                return self._send(503, {"error": {"message": "The server is not ready"}})
+            try:
+                req = json.loads(raw.decode("utf-8") or "{}")
+                text = req.get("text")
+                params = req.get("sampling_params") or {}
+                n_out = int(params.get("max_new_tokens", 16))
+            except (ValueError, AttributeError, TypeError) as e:
+                return self._send(400, {"error": {"message": "invalid request: %s" % e}})
+            t0 = time.time()
+            time.sleep(float(os.environ.get("SGLANG_STANDIN_GEN_MS", "20")) / 1000.0)
+            prompt = len(str(text or "").split())
+            return self._send(200, {"text": " ok" * n_out, "meta_info": {
+                "id": uuid.uuid4().hex, "finish_reason": {"type": "length", "length": n_out},
+                "prompt_tokens": prompt, "completion_tokens": n_out, "cached_tokens": 0,
+                "e2e_latency": round(time.time() - t0, 4)}})
     return H
 
 

@@ -1,0 +1,174 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The SGLang router (package sglang-router 0.3.2, the release that pairs with SGLang 0.5.9), standard library only.
+
+Facts this code relies on, read in the 0.3.2 wheel (sglang_router/router_args.py, launch_router.py) and checked
+against the real router here (tests/integration/test_sglang_router.py):
+- ``--api-key K`` is the one key of 0.3.2: the router answers 401 to a request without ``Authorization: Bearer K``
+  (also ``GET /workers``) and sends the same key to its workers, so it must be the workers' (SGLang's) key. It is
+  taken only as an argument: the launcher (roles/sglang_router/files/gpuserve-sglang-router) reads it from a file
+  and hands it to ``parse_router_args`` inside the process, so it never reaches ``/proc/<pid>/cmdline``;
+- ``GET /workers`` lists ``{"workers": [{"id", "url", "is_healthy", "load", ...}]}``; ``POST /workers {"url"}``
+  and ``DELETE /workers/<id>`` answer 202 and act in the background, so a change is confirmed by listing again;
+- ``/health`` stays open; the Prometheus exporter listens on its own host/port.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+import time
+
+from http.client import HTTPConnection, HTTPException, HTTPSConnection
+from urllib.parse import quote, urlsplit
+
+POLICIES = ("cache_aware", "round_robin", "power_of_two", "random")
+_URL = re.compile(r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})/?$")
+# router flags the role sets itself (the key is never a flag in the args file)
+_OWN = ("host", "port", "policy", "worker_urls", "api_key", "prometheus_host", "prometheus_port")
+
+
+class RouterError(Exception):
+    """The router did not do what was asked; the message says what it answered."""
+
+
+def worker_url_problem(url):
+    """Why ``url`` is not a worker address the router can take (http(s)://host:port), or None."""
+    m = _URL.match(str(url or ""))
+    if not m or not 0 < int(m.group(2)) < 65536:
+        return "%r: expected http://<host>:<port> (or https://), e.g. http://10.0.0.21:30000" % (url,)
+    return None
+
+
+def normalize_url(url):
+    return str(url).rstrip("/")
+
+
+def router_argv(host, port, policy, workers, prometheus_host=None, prometheus_port=None, extra=None):
+    """The router's command-line arguments (for ``parse_router_args``), without the key: a list of strings.
+    ``extra``: other router flags in snake_case (``health_check_interval_secs: 5`` -> ``--health-check-interval-secs
+    5``; ``true`` -> the bare flag, ``false``/None -> left out; a list -> the flag then each item)."""
+    problems = []
+    if policy not in POLICIES:
+        problems.append("policy=%r: one of %s" % (policy, ", ".join(POLICIES)))
+    if not 0 < int(port) < 65536:
+        problems.append("port=%s: a TCP port, 1-65535" % port)
+    problems.extend("workers: " + p for p in (worker_url_problem(u) for u in workers) if p)
+    for key in (extra or {}):
+        if key in _OWN or not re.match(r"^[a-z][a-z0-9_]*$", str(key)):
+            problems.append("extra %r: a router flag in snake_case, not one the role sets (%s)" % (key, ", ".join(_OWN)))
+    if problems:
+        raise RouterError("; ".join(problems))
+    argv = ["--host", str(host), "--port", str(int(port)), "--policy", policy]
+    if workers:
+        argv += ["--worker-urls"] + [normalize_url(u) for u in workers]
+    if prometheus_port:
+        argv += ["--prometheus-host", str(prometheus_host or "127.0.0.1"), "--prometheus-port", str(int(prometheus_port))]
+    for key in sorted(extra or {}):
+        value = extra[key]
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif value is False or value is None:
+            continue
+        elif isinstance(value, (list, tuple)):
+            argv += [flag] + [str(v) for v in value]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+class RouterClient(object):
+    """The router's HTTP API (stdlib http.client), with the key as a bearer token."""
+
+    def __init__(self, url, api_key=None, timeout=10):
+        u = urlsplit(url)
+        self.scheme, self.host, self.port = u.scheme or "http", u.hostname, u.port or (443 if u.scheme == "https" else 80)
+        self.url = url.rstrip("/")
+        self.api_key = api_key
+        self.timeout = timeout
+
+    def request(self, method, path, body=None):
+        """(status, parsed JSON or text) of one request; RouterError when the router cannot be reached."""
+        cls = HTTPSConnection if self.scheme == "https" else HTTPConnection
+        conn = cls(self.host, self.port, timeout=self.timeout)
+        headers = {"Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        if self.api_key:
+            headers["Authorization"] = "Bearer %s" % self.api_key
+        try:
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read().decode("utf-8", "replace")
+        except (HTTPException, OSError) as e:
+            raise RouterError("the router at %s cannot be reached (%s %s: %s)" % (self.url, method, path, e))
+        finally:
+            conn.close()
+        try:
+            return resp.status, json.loads(raw) if raw else None
+        except ValueError:
+            return resp.status, raw
+
+    def workers(self):
+        """The router's workers: [{id, url, is_healthy, load}]."""
+        status, doc = self.request("GET", "/workers")
+        if status == 401:
+            raise RouterError("the router at %s answered 401 to GET /workers: the API key is not the router's" % self.url)
+        if status != 200 or not isinstance(doc, dict):
+            raise RouterError("the router at %s answered %s to GET /workers: %s" % (self.url, status, doc))
+        return [{"id": w.get("id"), "url": normalize_url(w.get("url", "")), "is_healthy": w.get("is_healthy"),
+                 "load": w.get("load")} for w in doc.get("workers", [])]
+
+    def add(self, url):
+        status, doc = self.request("POST", "/workers", {"url": normalize_url(url)})
+        if status not in (200, 201, 202):
+            raise RouterError("the router refused to add worker %s: %s %s" % (url, status, doc))
+
+    def remove(self, worker_id, url):
+        status, doc = self.request("DELETE", "/workers/%s" % quote(str(worker_id), safe=""))
+        if status not in (200, 202, 204):
+            raise RouterError("the router refused to remove worker %s (%s): %s %s" % (url, worker_id, status, doc))
+
+
+def worker_changes(current, wanted):
+    """(urls to add, [(id, url)] to remove) to make the router's list ``current`` the set ``wanted``."""
+    want = [normalize_url(u) for u in wanted]
+    have = dict((w["url"], w["id"]) for w in current)
+    add = [u for u in want if u not in have]
+    remove = [(have[u], u) for u in sorted(have) if u not in want]
+    return add, remove
+
+
+def reconcile(client, wanted, check_mode=False, timeout=60, sleep=time.sleep, clock=time.time):
+    """Make the router's workers exactly ``wanted`` through its API, no restart: add what is missing, remove what
+    is not wanted, then list until the router shows exactly that set (its changes are asynchronous) or ``timeout``
+    seconds pass (RouterError naming what is still different). Returns {changed, added, removed, workers}."""
+    current = client.workers()
+    add, remove = worker_changes(current, wanted)
+    result = {"changed": bool(add or remove), "added": add, "removed": [u for _i, u in remove], "workers": current}
+    if check_mode or not result["changed"]:
+        return result
+    for worker_id, url in remove:
+        client.remove(worker_id, url)
+    for url in add:
+        client.add(url)
+    end = clock() + timeout
+    want = set(normalize_url(u) for u in wanted)
+    while True:
+        current = client.workers()
+        if set(w["url"] for w in current) == want:
+            result["workers"] = current
+            return result
+        if clock() >= end:
+            have = set(w["url"] for w in current)
+            raise RouterError("after %ss the router lists %s, not %s (missing %s, extra %s): a worker it cannot reach "
+                              "is not added - check that it is up and answers with the router's key"
+                              % (timeout, sorted(have), sorted(want), sorted(want - have), sorted(have - want)))
+        sleep(0.5)

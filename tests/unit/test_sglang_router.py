@@ -1,0 +1,82 @@
+"""module_utils/sglang_router: the router's argv (never the key), the worker changes, and reconcile's wait for the
+router's asynchronous /workers changes (against a client that applies them late, as 0.3.2's 202 answers do)."""
+import pytest
+
+from unit_helpers import load_module_util
+
+R = load_module_util("sglang_router")
+
+
+def test_router_argv_has_no_key_and_takes_extra_flags_in_snake_case():
+    argv = R.router_argv("0.0.0.0", 30080, "cache_aware", ["http://10.0.0.21:30000/", "http://10.0.0.22:30000"],
+                         prometheus_port=29000, extra={"health_check_interval_secs": 5, "disable_retries": True,
+                                                      "request_id_headers": ["x-a", "x-b"], "log_dir": None})
+    assert argv == ["--host", "0.0.0.0", "--port", "30080", "--policy", "cache_aware",
+                    "--worker-urls", "http://10.0.0.21:30000", "http://10.0.0.22:30000",
+                    "--prometheus-host", "127.0.0.1", "--prometheus-port", "29000",
+                    "--disable-retries", "--health-check-interval-secs", "5", "--request-id-headers", "x-a", "x-b"]
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"policy": "fastest"}, "policy='fastest': one of cache_aware"),
+    ({"port": 70000}, "port=70000"),
+    ({"workers": ["10.0.0.21:30000"]}, "expected http://<host>:<port>"),
+    ({"extra": {"api_key": "x"}}, "extra 'api_key'"),
+    ({"extra": {"worker_urls": ["http://a:1"]}}, "extra 'worker_urls'"),
+    ({"extra": {"--raw": 1}}, "extra '--raw'"),
+])
+def test_bad_router_args_are_named(kw, needle):
+    a = {"host": "127.0.0.1", "port": 30080, "policy": "cache_aware", "workers": []}
+    a.update(kw)
+    with pytest.raises(R.RouterError, match=needle.replace("(", r"\(").replace("[", r"\[")):
+        R.router_argv(**a)
+
+
+class LateRouter(object):
+    """A router whose /workers changes show up a few listings later (0.3.2 queues them: 202)."""
+
+    def __init__(self, urls, lag=2, never=()):
+        self.list = [{"id": "id-%d" % i, "url": u, "is_healthy": True, "load": 0} for i, u in enumerate(urls)]
+        self.pending, self.lag, self.never, self.calls = [], lag, set(never), []
+
+    def workers(self):
+        for p in list(self.pending):
+            p[0] -= 1
+            if p[0] <= 0:
+                self.pending.remove(p)
+                p[1]()
+        return [dict(w) for w in self.list]
+
+    def add(self, url):
+        self.calls.append(("add", url))
+        if url not in self.never:
+            self.pending.append([self.lag, lambda: self.list.append({"id": "new-" + url, "url": url,
+                                                                    "is_healthy": True, "load": 0})])
+
+    def remove(self, worker_id, url):
+        self.calls.append(("remove", url))
+        self.pending.append([self.lag, lambda: self.list.__setitem__(
+            slice(None), [w for w in self.list if w["id"] != worker_id])])
+
+
+def test_reconcile_waits_for_the_routers_late_changes_and_check_mode_calls_nothing():
+    r = LateRouter(["http://a:1", "http://b:1"])
+    dry = R.reconcile(r, ["http://a:1", "http://c:1/"], check_mode=True, sleep=lambda s: None)
+    assert dry["changed"] is True and dry["added"] == ["http://c:1"] and dry["removed"] == ["http://b:1"]
+    assert r.calls == []
+    done = R.reconcile(r, ["http://a:1", "http://c:1/"], sleep=lambda s: None)
+    assert sorted(w["url"] for w in done["workers"]) == ["http://a:1", "http://c:1"]
+    assert r.calls == [("remove", "http://b:1"), ("add", "http://c:1")]
+    same = R.reconcile(r, ["http://c:1", "http://a:1"], sleep=lambda s: None)
+    assert same["changed"] is False and r.calls == [("remove", "http://b:1"), ("add", "http://c:1")]
+
+
+def test_a_worker_the_router_never_lists_is_named_after_the_timeout():
+    r = LateRouter(["http://a:1"], never=["http://down:1"])
+    now = [0.0]
+
+    def clock():
+        now[0] += 1.0
+        return now[0]
+    with pytest.raises(R.RouterError, match=r"missing \['http://down:1'\]"):
+        R.reconcile(r, ["http://a:1", "http://down:1"], timeout=5, sleep=lambda s: None, clock=clock)
