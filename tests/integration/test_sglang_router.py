@@ -125,7 +125,7 @@ def test_the_key_is_in_no_command_line_and_no_environment(lab):
                     assert KEY.encode() not in fh.read(), "the key is in /proc/%d/%s" % (pid, what)
             except FileNotFoundError:
                 pass
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     assert KEY not in ps
 
 

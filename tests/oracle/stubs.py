@@ -201,6 +201,7 @@ _DT = dict(float16=2, bfloat16=2, float32=4, float64=8, half=2, float=4, int8=1,
 DTYPES = dict((k, DType(k, v)) for k, v in _DT.items())
 DTYPES["half"], DTYPES["float"] = DTYPES["float16"], DTYPES["float32"]
 
+
 class Tensor(object):
     """torch.tensor(int) as init_memory_pool uses it for the pipeline stages' all_reduce: a value and item()."""
 

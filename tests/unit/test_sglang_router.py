@@ -8,9 +8,10 @@ R = load_module_util("sglang_router")
 
 
 def test_router_argv_has_no_key_and_takes_extra_flags_in_snake_case():
+    extra = {"health_check_interval_secs": 5, "disable_retries": True, "request_id_headers": ["x-a", "x-b"],
+             "log_dir": None}
     argv = R.router_argv("0.0.0.0", 30080, "cache_aware", ["http://10.0.0.21:30000/", "http://10.0.0.22:30000"],
-                         prometheus_port=29000, extra={"health_check_interval_secs": 5, "disable_retries": True,
-                                                      "request_id_headers": ["x-a", "x-b"], "log_dir": None})
+                         prometheus_port=29000, extra=extra)
     assert argv == ["--host", "0.0.0.0", "--port", "30080", "--policy", "cache_aware",
                     "--worker-urls", "http://10.0.0.21:30000", "http://10.0.0.22:30000",
                     "--prometheus-host", "127.0.0.1", "--prometheus-port", "29000",
