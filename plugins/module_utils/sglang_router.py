@@ -5,7 +5,7 @@
 """The SGLang router (package sglang-router 0.3.2, the release that pairs with SGLang 0.5.9), standard library only.
 
 Facts this code relies on, read in the 0.3.2 wheel (sglang_router/router_args.py, launch_router.py) and checked
-against the real router here (tests/integration/test_sglang_router.py):
+against the real router here (tests/integration/test_router_live.py):
 - ``--api-key K`` is the one key of 0.3.2: the router answers 401 to a request without ``Authorization: Bearer K``
   (also ``GET /workers``) and sends the same key to its workers, so it must be the workers' (SGLang's) key. It is
   taken only as an argument: the launcher (roles/sglang_router/files/gpuserve-sglang-router) reads it from a file

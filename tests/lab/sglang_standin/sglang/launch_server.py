@@ -6,7 +6,8 @@ From the outside it behaves like the real server:
   line by line, with the log's own timing scaled by SGLANG_STANDIN_SPEED;
 - for a "ready" scenario, binds --host/--port *for real* before the uvicorn lines (a taken port gives
   uvicorn's "[Errno 98] ... address already in use" and exit 3), then serves /health,
-  /health_generate, /model_info, /server_info, /v1/models (503 until the warm-up is done);
+  /health_generate, /model_info, /server_info, /v1/models, /get_load and POST /generate (503 until the
+  warm-up is done);
 - for a failure scenario, ends the way SGLang does: SIGKILL of itself after the sigquit line
   (return code -9), or exit 1 for main-process tracebacks, or exit 2 for argparse errors;
 - scenario "hang" prints the start and then waits forever (for timeouts).
@@ -133,6 +134,8 @@ class State(object):
     status = "Starting"
     args = None
     facts = {}
+    in_flight = 0
+    lock = threading.Lock()
 
 
 def make_handler(state):
@@ -172,6 +175,11 @@ def make_handler(state):
                         "weight": f.get("weights_gb"),
                         "kvcache": round((f.get("k_size_gb") or 0) + (f.get("v_size_gb") or 0), 2),
                         "token_capacity": f.get("max_total_num_tokens"), "graph": f.get("cuda_graph_mem_gb")}}]})
+            if path == "/get_load":
+                # http_server.get_load -> Scheduler.get_load of 0.5.9: one entry per DP rank; num_reqs counts the
+                # running and the waiting requests (here: the /generate requests being answered)
+                return self._send(200, [{"dp_rank": 0, "num_reqs": state.in_flight, "num_waiting_reqs": 0,
+                                         "num_tokens": 0, "ts_tic": time.perf_counter()}])
             if path == "/v1/models":
                 name = a.served_model_name or a.model_path
                 return self._send(200, {"object": "list", "data": [{"id": name, "object": "model",
@@ -201,7 +209,13 @@ def make_handler(state):
             except (ValueError, AttributeError, TypeError) as e:
                 return self._send(400, {"error": {"message": "invalid request: %s" % e}})
             t0 = time.time()
-            time.sleep(float(os.environ.get("SGLANG_STANDIN_GEN_MS", "20")) / 1000.0)
+            with state.lock:
+                state.in_flight += 1
+            try:
+                time.sleep(float(os.environ.get("SGLANG_STANDIN_GEN_MS", "20")) / 1000.0)
+            finally:
+                with state.lock:
+                    state.in_flight -= 1
             prompt = len(str(text or "").split())
             return self._send(200, {"text": " ok" * n_out, "meta_info": {
                 "id": uuid.uuid4().hex, "finish_reason": {"type": "length", "length": n_out},

@@ -82,3 +82,23 @@ def test_the_unit_runs_exactly_the_argv_the_module_built(host):
     assert state["argv"] == unit_argv, (state["argv"], unit_argv)
     assert cmdline == unit_argv and "--config" in unit_argv
     assert not any("lab-api-key" in a for a in unit_argv)   # the key is in the --config file, not in argv
+
+
+ROUTER = ("import json, sys, urllib.request, urllib.error\n"
+          "h = {'Authorization': 'Bearer ' + sys.argv[2]} if len(sys.argv) > 2 else {}\n"
+          "try:\n"
+          "    r = urllib.request.urlopen(urllib.request.Request('http://127.0.0.1:30080' + sys.argv[1], headers=h), timeout=10)\n"
+          "    print(r.status, r.read().decode())\n"
+          "except urllib.error.HTTPError as e:\n"
+          "    print(e.code)\n")
+
+
+def test_the_router_fronts_the_replica_with_the_replicas_key(host):
+    """deploy.yml's play 4: the router (sglang-router 0.3.2) in front of the inventory's replica, its one key the
+    replica's, a keyless request refused."""
+    import json  # pylint: disable=import-outside-toplevel
+    assert ct(host, "systemctl", "is-active", "sglang-router-router.service") == "active"
+    assert ct(host, "python3", "-c", ROUTER, "/workers") == "401"
+    status, body = ct(host, "python3", "-c", ROUTER, "/workers", KEY).split(" ", 1)
+    assert status == "200"
+    assert [(w["url"], w["is_healthy"]) for w in json.loads(body)["workers"]] == [("http://127.0.0.1:30000", True)]

@@ -160,3 +160,42 @@ def test_bad_input_and_a_wrong_key_are_named(lab, tmp_path):
     assert r["failed"] is True and "answered 401 to GET /workers" in r["msg"] and "not-the-key" not in r["msg"]
     r = run_module(M, args(lab, [lab["workers"][0]["url"]], api_key_file=str(tmp_path / "absent")))
     assert r["failed"] is True and "cannot be read" in r["msg"]
+
+
+def test_a_killed_replica_is_excluded_and_at_most_its_in_flight_requests_fail(lab, tmp_path):
+    """Mid-load, one replica's process is killed (SIGKILL): report how many requests failed (at most those it had
+    in flight, plus a stated tolerance of 2 for the race between reading its load and the kill) and how long until
+    the router stopped routing to it (its health check every 2 s, 3 failures; the router retries a refused request
+    on another worker)."""
+    w1, w2 = lab["workers"][0], lab["workers"][1]
+    w4 = start_worker(tmp_path, "w4")
+    try:
+        assert run_module(M, args(lab, [w1["url"], w2["url"], w4["url"]]))["changed"] is True
+        out = tmp_path / "load.json"
+        load = subprocess.Popen(["python3", os.path.join(ROOT, "tests", "lab", "loadgen.py"), "--url", lab["url"],
+                                 "--key-file", lab["key_file"], "--requests", "300", "--seconds", "12", "--threads", "6",
+                                 "--out", str(out)], stdout=subprocess.DEVNULL)
+        time.sleep(4)
+        in_flight = sum(x["num_reqs"] for x in json.loads(http(w4["port"], "/get_load", key=KEY)[1]))
+        killed = time.time()
+        w4["proc"].kill()
+        w4["proc"].wait()
+        excluded = None
+        while time.time() - killed < 40:
+            workers = json.loads(http(lab["port"], "/workers", key=KEY)[1])["workers"]
+            if not [w for w in workers if w["url"] == w4["url"] and w["is_healthy"]]:
+                excluded = time.time() - killed
+                break
+            time.sleep(0.2)
+        assert load.wait(timeout=60) == 0
+        report = json.loads(out.read_text())
+        print("kill mid-load: %d of %d requests failed (%d in flight at the kill); the router marked it unhealthy "
+              "after %.1f s; p50 %s ms, p99 %s ms" % (report["failed"], report["requests"], in_flight,
+                                                      excluded if excluded is not None else -1, report["p50_ms"],
+                                                      report["p99_ms"]))
+        assert excluded is not None, "the router still called the killed replica healthy after 40 s"
+        assert report["failed"] <= in_flight + 2, report["errors"]
+        assert report["ok"] + report["failed"] == 300
+    finally:
+        w4["proc"].kill()
+        run_module(M, args(lab, [w1["url"], w2["url"]], timeout=60))
