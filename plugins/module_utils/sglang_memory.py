@@ -256,7 +256,7 @@ ARG_DEFAULTS = {
     "speculative_eagle_topk": None, "speculative_num_draft_tokens": None, "speculative_ngram_max_bfs_breadth": 10,
     "speculative_ngram_max_match_window_size": 12, "enable_dp_attention": False, "disable_radix_cache": False,
     "disable_cuda_graph": False, "enable_piecewise_cuda_graph": False, "language_only": False,
-    "enable_multimodal": None, "enable_mixed_chunk": False,
+    "enable_multimodal": None, "enable_mixed_chunk": False, "nnodes": 1, "node_rank": 0,
 }
 
 
@@ -450,6 +450,16 @@ def _refusals(model, args, algo, topk, page, dp_attention):
     if algo == "STANDALONE" and dp_attention:
         raise PlanError("args.speculative_algorithm=STANDALONE with enable_dp_attention: SGLang 0.5.9 does not "
                         "support it; turn one of them off")
+    nnodes = int(args.nnodes)
+    if nnodes < 1 or (int(args.tp_size) * int(args.pp_size)) % nnodes:
+        raise PlanError("args.nnodes=%d: tp_size x pp_size = %d must be a multiple of the node count (SGLang 0.5.9: "
+                        "\"tp_size must be divisible by number of nodes\"); every node runs the same number of ranks"
+                        % (nnodes, int(args.tp_size) * int(args.pp_size)))
+    if nnodes > 1 and int(args.dp_size) > 1 and not args.enable_dp_attention:
+        raise PlanError("args.nnodes=%d with dp_size=%d: SGLang 0.5.9 refuses multi-node data parallelism without "
+                        "enable_dp_attention; run one server per node behind the router instead" % (nnodes, int(args.dp_size)))
+    if not 0 <= int(args.node_rank) < nnodes:
+        raise PlanError("args.node_rank=%s: 0 .. nnodes - 1 (%d)" % (args.node_rank, nnodes - 1))
     if int(args.pp_size) > 1:
         if algo is not None or args.enable_mixed_chunk:
             raise PlanError("args.pp_size=%d with %s: SGLang 0.5.9 refuses it (\"Pipeline parallelism is not "
@@ -876,6 +886,8 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
         "architecture": model.arch,
         "tp_size": tp,
         "pp_size": pp,
+        "nnodes": int(a.nnodes),
+        "ranks_per_node": tp * pp // int(a.nnodes),
         "pp_stages": [{"stage": r, "layers": list(pp_layer_range(model.layers, r, pp)), "kv_layers": stage_layers[r],
                        "max_total_num_tokens": stage_tokens[r]} for r in range(pp)] if pp > 1 else None,
     }

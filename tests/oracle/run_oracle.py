@@ -80,6 +80,7 @@ COVERAGE = {   # what the scenarios exercise in SGLang's own code (printed, so a
     "DP attention": lambda sg, a: bool(a.get("enable_dp_attention")),
     "pipeline stages": lambda sg, a: "error" not in sg and int(a.get("pp_size") or 1) > 1,
     "pipeline stages, uneven": lambda sg, a: len(set(sg.get("pp_stages") or [])) > 1,
+    "several nodes": lambda sg, a: "error" not in sg and int(a.get("nnodes") or 1) > 1,
 }
 
 

@@ -240,6 +240,8 @@ def pp_scenarios(n=300, seed=61):
                 del args[k]
         if rng.random() < 0.05:
             args["enable_mixed_chunk"] = True
+        if rng.random() < 0.25:           # one model across nodes: the ranks split over 2 or 3 nodes
+            args["nnodes"] = rng.choice([2, 2, 3])
         gpu = rng.choice(GPU_MIB)
         total_gib = gpu / 1024.0
         m0 = round(total_gib - rng.uniform(0.45, 1.6), 2)

@@ -448,3 +448,20 @@ def test_pipeline_stages_refuse_what_sglang_refuses():
     # 64 layers, every 4th full attention: stages of 2 layers, half of them without any KV layer
     with pytest.raises(SM.PlanError, match=r"pipeline stage 0 holds no attention layer"):
         SM.plan(qwen, gpus, {"pp_size": 32}, _fixes=False)
+
+
+def test_one_model_across_nodes_is_planned_per_rank_and_bad_layouts_are_refused():
+    """nnodes (#23's planner part): the memory of a rank does not change with the node count (0.5.9 uses nnodes only
+    in check_server_args and an sm90 all-reduce switch), so the plan per rank is the single-node one; the layouts
+    0.5.9 refuses are refused with its reason (the oracle runs check_server_args on 76 multi-node scenarios)."""
+    llama = cfg("llama-3.1-8b")
+    gpus = [{"index": i, "memory_total_mib": 49140} for i in range(4)]
+    one = SM.plan(llama, gpus, {"tp_size": 2, "pp_size": 2}, _fixes=False)
+    two = SM.plan(llama, gpus, {"tp_size": 2, "pp_size": 2, "nnodes": 2, "node_rank": 1}, _fixes=False)
+    assert two["max_total_num_tokens"] == one["max_total_num_tokens"] and two["ranks_per_node"] == 2
+    with pytest.raises(SM.PlanError, match=r"args.nnodes=3: tp_size x pp_size = 4 must be a multiple"):
+        SM.plan(llama, gpus, {"tp_size": 2, "pp_size": 2, "nnodes": 3}, _fixes=False)
+    with pytest.raises(SM.PlanError, match=r"multi-node data parallelism without enable_dp_attention"):
+        SM.plan(llama, gpus, {"tp_size": 4, "dp_size": 2, "nnodes": 2}, _fixes=False)
+    with pytest.raises(SM.PlanError, match=r"args.node_rank=2: 0 .. nnodes - 1"):
+        SM.plan(llama, gpus, {"tp_size": 2, "nnodes": 2, "node_rank": 2}, _fixes=False)
