@@ -14,7 +14,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import
 from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_files import repo_id_problem
 from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import policy_versions, select_gpus
 from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import vmid_problem
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_router import RouterError, router_argv
+from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_router import RouterError, router_argv, router_problems
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import parse_log
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import systemd_exec_line
 from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import flash_attn_mismatches, max_build_jobs, parse_lock
@@ -123,6 +123,11 @@ def sglang_router_argv(host, port, policy, prometheus_host=None, prometheus_port
         raise AnsibleFilterError("sglang_router_argv: %s" % e)
 
 
+def sglang_router_problems(host, port, policy, workers, extra=None, keyed=True, public_ok=False):
+    """The role's preflight: what is wrong with the router's settings, each naming its sglang_router_ variable."""
+    return router_problems(host, port, policy, workers, extra, "sglang_router_", bool(keyed), bool(public_ok))
+
+
 class FilterModule(object):
     def filters(self):
         return {"sglang_log": sglang_log, "sglang_argv": sglang_argv, "sglang_systemd_exec": sglang_systemd_exec,
@@ -131,4 +136,5 @@ class FilterModule(object):
                 "sglang_args_from_argv": sglang_args_from_argv,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,
                 "flash_attn_max_jobs": flash_attn_max_jobs, "hf_repo_id_problem": hf_repo_id_problem,
-                "pve_vmid_problem": pve_vmid_problem, "sglang_router_argv": sglang_router_argv}
+                "pve_vmid_problem": pve_vmid_problem, "sglang_router_argv": sglang_router_argv,
+                "sglang_router_problems": sglang_router_problems}

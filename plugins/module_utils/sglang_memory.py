@@ -731,7 +731,9 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
         raise PlanError("args.pp_size=%d: pipeline stage %d holds no attention layer (its KV cell is 0 bytes and SGLang "
                         "0.5.9 divides by it); use a pp_size whose stages each hold a full attention layer"
                         % (pp, stage_layers.index(0)))
-    cell = cell_size(model, a, attn_tp, layers=None if pp == 1 else stage_layers[0])
+    stage_cells = [cell_size(model, a, attn_tp, layers=n) for n in stage_layers] if pp > 1 \
+        else [cell_size(model, a, attn_tp)]
+    cell = stage_cells[0]
     per_req = mamba_per_request(model, a, attn_tp)
     context_len = int(model.context_len if a.context_length is None else a.context_length)
     radix_off = bool(a.disable_radix_cache)
@@ -763,9 +765,8 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
         mamba_gb = slots * per_req / GIB
         rest -= mamba_gb
     kv_gb = rest
-    tokens = int(rest * GIB) // int(cell)
-    stage_tokens = [int(rest * GIB) // int(cell_size(model, a, attn_tp, layers=n)) for n in stage_layers] \
-        if pp > 1 else [tokens]
+    stage_tokens = [int(rest * GIB) // int(c) for c in stage_cells]
+    tokens = stage_tokens[0]
 
     # request slots (the req_to_token pool), from the profiled count before any cap
     if a.is_set("max_running_requests") or algo is not None:

@@ -26,6 +26,8 @@ import time
 from http.client import HTTPConnection, HTTPException, HTTPSConnection
 from urllib.parse import quote, urlsplit
 
+from .sglang_argv import is_loopback
+
 POLICIES = ("cache_aware", "round_robin", "power_of_two", "random")
 _URL = re.compile(r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})/?$")
 # router flags the role sets itself (the key is never a flag in the args file)
@@ -48,19 +50,39 @@ def normalize_url(url):
     return str(url).rstrip("/")
 
 
+def router_problems(host, port, policy, workers, extra=None, prefix="", keyed=True, public_ok=False):
+    """What is wrong with the router's settings, each naming its setting (``prefix`` + its name, e.g. the role's
+    ``sglang_router_``), or []. ``keyed``/``public_ok``: a bind beyond loopback needs a key unless allowed."""
+    problems = []
+    if policy not in POLICIES:
+        problems.append("%spolicy=%r: one of %s" % (prefix, policy, ", ".join(POLICIES)))
+    if not re.match(r"^[0-9]{1,5}$", str(port)) or not 0 < int(port) < 65536:
+        problems.append("%sport=%s: a TCP port, 1-65535" % (prefix, port))
+    if not isinstance(workers, (list, tuple)):
+        problems.append("%sworkers=%r: a list of http://<host>:<port>" % (prefix, workers))
+    else:
+        bad = [str(u) for u in workers if worker_url_problem(u)]
+        if bad:
+            problems.append("%sworkers: %s - expected http://<host>:<port>, e.g. http://10.0.0.21:30000"
+                            % (prefix, ", ".join(bad)))
+    if not isinstance(extra or {}, dict):
+        problems.append("%sextra_args=%r: a mapping of router flags in snake_case" % (prefix, extra))
+    else:
+        for key in sorted(extra or {}, key=str):
+            if key in _OWN or not re.match(r"^[a-z][a-z0-9_]*$", str(key)):
+                problems.append("%sextra_args: extra %r is not a router flag in snake_case the role leaves to you "
+                                "(not %s)" % (prefix, key, ", ".join(_OWN)))
+    if not keyed and not public_ok and not is_loopback(host):
+        problems.append("%shost=%s without %sapi_key: anyone on the network could use the GPUs; set %sapi_key (the "
+                        "key of the replicas) or bind 127.0.0.1" % (prefix, host, prefix, prefix))
+    return problems
+
+
 def router_argv(host, port, policy, workers, prometheus_host=None, prometheus_port=None, extra=None):
     """The router's command-line arguments (for ``parse_router_args``), without the key: a list of strings.
     ``extra``: other router flags in snake_case (``health_check_interval_secs: 5`` -> ``--health-check-interval-secs
     5``; ``true`` -> the bare flag, ``false``/None -> left out; a list -> the flag then each item)."""
-    problems = []
-    if policy not in POLICIES:
-        problems.append("policy=%r: one of %s" % (policy, ", ".join(POLICIES)))
-    if not 0 < int(port) < 65536:
-        problems.append("port=%s: a TCP port, 1-65535" % port)
-    problems.extend("workers: " + p for p in (worker_url_problem(u) for u in workers) if p)
-    for key in (extra or {}):
-        if key in _OWN or not re.match(r"^[a-z][a-z0-9_]*$", str(key)):
-            problems.append("extra %r: a router flag in snake_case, not one the role sets (%s)" % (key, ", ".join(_OWN)))
+    problems = router_problems(host, port, policy, workers, extra)
     if problems:
         raise RouterError("; ".join(problems))
     argv = ["--host", str(host), "--port", str(int(port)), "--policy", policy]

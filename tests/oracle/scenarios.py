@@ -198,6 +198,14 @@ def _args(rng, family, cfg):
     return a
 
 
+def _gpu_memory(rng):
+    """(gpu_mem_mib, m0_gib, m1_gib): a GPU size, the free memory after the distributed init, and after the weights
+    of a rank - anything from a sliver to more than the GPU holds (so some pools cannot be allocated)."""
+    gpu = rng.choice(GPU_MIB)
+    m0 = round(gpu / 1024.0 - rng.uniform(0.45, 1.6), 2)
+    return gpu, m0, round(m0 - rng.uniform(0.02, 1.05) * m0, 2)
+
+
 def scenarios(n=2400, seed=59):
     """n scenarios: (name, config, args, gpu_mem_mib, m0_gib, m1_gib)."""
     rng = random.Random(seed)
@@ -207,12 +215,7 @@ def scenarios(n=2400, seed=59):
         name, make, _w = rng.choices(FAMILIES, weights=weights)[0]
         cfg = make(rng)
         args = _args(rng, name, cfg)
-        gpu = rng.choice(GPU_MIB)
-        total_gib = gpu / 1024.0
-        m0 = round(total_gib - rng.uniform(0.45, 1.6), 2)
-        # weights per rank: anything from a sliver to more than the GPU holds (so some pools cannot be allocated)
-        m1 = round(m0 - rng.uniform(0.02, 1.05) * m0, 2)
-        out.append(("%s-%04d" % (name, i), cfg, args, gpu, m0, m1))
+        out.append(("%s-%04d" % (name, i), cfg, args) + _gpu_memory(rng))
     return out
 
 
@@ -242,9 +245,5 @@ def pp_scenarios(n=300, seed=61):
             args["enable_mixed_chunk"] = True
         if rng.random() < 0.25:           # one model across nodes: the ranks split over 2 or 3 nodes
             args["nnodes"] = rng.choice([2, 2, 3])
-        gpu = rng.choice(GPU_MIB)
-        total_gib = gpu / 1024.0
-        m0 = round(total_gib - rng.uniform(0.45, 1.6), 2)
-        m1 = round(m0 - rng.uniform(0.02, 1.05) * m0, 2)
-        out.append(("pp-%s-%04d" % (name, i), cfg, args, gpu, m0, m1))
+        out.append(("pp-%s-%04d" % (name, i), cfg, args) + _gpu_memory(rng))
     return out

@@ -81,3 +81,17 @@ def test_a_worker_the_router_never_lists_is_named_after_the_timeout():
         return now[0]
     with pytest.raises(R.RouterError, match=r"missing \['http://down:1'\]"):
         R.reconcile(r, ["http://a:1", "http://down:1"], timeout=5, sleep=lambda s: None, clock=clock)
+
+
+def test_router_problems_name_the_roles_variables_and_the_public_bind_rule():
+    """The role's preflight (filter sglang_router_problems) and the argument builder share these checks."""
+    p = R.router_problems("0.0.0.0", "30080", "cache_aware", ["127.0.0.1:30001", "http://10.0.0.2:30000"],
+                          {"api_key": "x"}, prefix="sglang_router_", keyed=False)
+    assert p == ["sglang_router_workers: 127.0.0.1:30001 - expected http://<host>:<port>, e.g. http://10.0.0.21:30000",
+                 "sglang_router_extra_args: extra 'api_key' is not a router flag in snake_case the role leaves to you "
+                 "(not host, port, policy, worker_urls, api_key, prometheus_host, prometheus_port)",
+                 "sglang_router_host=0.0.0.0 without sglang_router_api_key: anyone on the network could use the GPUs; "
+                 "set sglang_router_api_key (the key of the replicas) or bind 127.0.0.1"]
+    assert R.router_problems("127.0.0.1", 30080, "round_robin", [], keyed=False) == []
+    assert R.router_problems("0.0.0.0", 30080, "round_robin", [], keyed=False, public_ok=True) == []
+    assert R.router_problems("0.0.0.0", "80a", "round_robin", "http://a:1")[:1] == ["port=80a: a TCP port, 1-65535"]
