@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import (
-    ArgvError, args_from_argv, is_loopback, server_argv, validate_args,
+    ArgvError, args_from_argv, is_loopback, local_url, server_argv, validate_args,
 )
 from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_files import repo_id_problem
 from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import policy_versions, select_gpus
@@ -47,6 +47,10 @@ def sglang_args_from_argv(argv):
 
 def sglang_is_loopback(host):
     return is_loopback(host)
+
+
+def sglang_local_url(host, port=30000):
+    return local_url(host, port)
 
 
 def sglang_systemd_exec(argv):
@@ -133,6 +137,7 @@ class FilterModule(object):
         return {"sglang_log": sglang_log, "sglang_argv": sglang_argv, "sglang_systemd_exec": sglang_systemd_exec,
                 "sglang_args_problems": sglang_args_problems, "apt_policy_versions": apt_policy_versions,
                 "nvidia_select_gpus": nvidia_select_gpus, "nvidia_gpu_minors": nvidia_gpu_minors, "sglang_is_loopback": sglang_is_loopback,
+                "sglang_local_url": sglang_local_url,
                 "sglang_args_from_argv": sglang_args_from_argv,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,
                 "flash_attn_max_jobs": flash_attn_max_jobs, "hf_repo_id_problem": hf_repo_id_problem,

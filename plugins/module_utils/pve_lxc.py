@@ -43,8 +43,15 @@ def parse_prop(value, default_key=None):
     return parse_property_string(value, default_key, flags=True)
 
 
+# What GET config leaves out when an option has its schema default (PVE 8/9 lxc config schema): a CT
+# created without ``unprivileged`` has no such key, and asking ``unprivileged: false`` of it changes nothing.
+SCHEMA_DEFAULTS = {"unprivileged": "0", "onboot": "0", "memory": "512", "swap": "512", "arch": "amd64"}
+
+
 def same(key, current, wanted):
-    """Does the current value already satisfy the wanted one?"""
+    """Does the current value already satisfy the wanted one? (an absent option has its schema default)"""
+    if current is None:
+        current = SCHEMA_DEFAULTS.get(key)
     if current is None:
         return False
     fam = _family(key)

@@ -90,6 +90,17 @@ def is_loopback(host):
         return False
 
 
+def local_url(host, port):
+    """The URL this machine reaches a server at that binds ``host``:``port`` (a wildcard bind is reached on
+    loopback; a specific address only on that address - a server bound to 10.0.3.101 refuses 127.0.0.1)."""
+    host = str(host or "").strip("[]")
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return "http://%s:%d" % ("[%s]" % host if ":" in host else host, int(port))
+
+
 def config_text(secrets):
     """Body of SGLang's ``--config`` YAML for the secret args in ``secrets`` ({"api_key": "..."}; None skipped).
 

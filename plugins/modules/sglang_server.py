@@ -245,7 +245,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import (
-    SECRET_ARGS, ArgvError, config_text, is_loopback, server_argv,
+    SECRET_ARGS, ArgvError, config_text, is_loopback, local_url, server_argv,
 )
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import (
     config_hash, environment_file, exec_failure, failure_message, http_get, keep_running, launch, load_salt, owned_by,
@@ -293,7 +293,7 @@ def main():
     state_dir = p["state_dir"]
     state_path = os.path.join(state_dir, name + ".state.json")
     log_path = p["log_path"] or os.path.join(state_dir, name + ".log")
-    base_url = "http://%s:%d" % ("127.0.0.1" if p["host"] in ("0.0.0.0", "::") else p["host"], p["port"])
+    base_url = local_url(p["host"], p["port"])
     prev = read_state(state_path) or {}
     systemd = p["manager"] == "systemd"
     unit = p["unit"] or "sglang-%s.service" % name

@@ -22,7 +22,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "pve_api")
+FIXTURES = os.environ.get("GPUSERVE_PVE_SCHEMA_DIR") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "pve_api")
 PASSWORD = "lab-root-password"
 TOKEN = ("root@pam!ansible", "0a1b2c3d-lab-token")
 
@@ -148,73 +149,91 @@ class FakePve(object):
             ticket = "PVE:root@pam:%08X::lab" % len(self.tickets)
             self.tickets.add(ticket)
             return 200, {"ticket": ticket, "CSRFPreventionToken": "csrf-" + ticket, "username": "root@pam"}
+        cts = self.ct_all()
         if path == "/cluster/resources":
             return 200, [{"vmid": v, "node": c["node"], "type": "lxc", "name": c["config"].get("hostname", ""),
-                          "status": c["status"], "id": "lxc/%d" % v} for v, c in sorted(self.cts.items())]
+                          "status": c["status"], "id": "lxc/%d" % v} for v, c in sorted(cts.items())]
         m = re.match(r"^/nodes/([^/]+)/lxc$", path)
         if m:
             node = m.group(1)
             if method == "GET":
                 return 200, [{"vmid": v, "name": c["config"].get("hostname", ""), "status": c["status"]}
-                             for v, c in sorted(self.cts.items()) if c["node"] == node]
+                             for v, c in sorted(cts.items()) if c["node"] == node]
             vmid = int(params["vmid"])
-            if vmid in self.cts:
-                return 500, "CT %d already exists on node '%s'" % (vmid, self.cts[vmid]["node"])
-            config = dict((k, v) for k, v in params.items()
-                          if k not in ("vmid", "node", "ostemplate", "storage", "password", "start", "ssh-public-keys"))
-            if "rootfs" in config:
-                store, _sep, size = config["rootfs"].partition(":")
-                config["rootfs"] = "%s:vm-%d-disk-0,size=%sG" % (store, vmid, size)
-            for k in [k for k in config if re.match(r"^net\d+$", k)]:
-                if "hwaddr=" not in config[k]:
-                    config[k] += ",hwaddr=BC:24:11:00:00:%02X" % (vmid % 256)
-            config.setdefault("arch", "amd64")
-            config.setdefault("ostype", "debian")
-            self.cts[vmid] = {"node": node, "config": config, "status": "running" if params.get("start") else "stopped"}
-            return 200, self.upid("vzcreate", vmid)
+            if vmid in cts:
+                return 500, "CT %d already exists on node '%s'" % (vmid, cts[vmid]["node"])
+            return self.ct_create(node, vmid, params)
         m = re.match(r"^/nodes/([^/]+)/lxc/(\d+)/(config|status/current|status/start|status/shutdown|status/stop)$", path)
         if m:
             vmid = int(m.group(2))
-            ct = self.cts.get(vmid)
+            ct = cts.get(vmid)
             if ct is None or ct["node"] != m.group(1):
                 return 500, "Configuration file 'nodes/%s/lxc/%d.conf' does not exist" % (m.group(1), vmid)
             what = m.group(3)
+            digest = "%040x" % (hash(json.dumps(ct["config"], sort_keys=True)) & (2 ** 160 - 1))
             if what == "config" and method == "GET":
-                data = dict(ct["config"])
-                data["digest"] = "%040x" % (hash(json.dumps(ct["config"], sort_keys=True)) & (2 ** 160 - 1))
-                return 200, data
+                return 200, dict(ct["config"], digest=digest)
             if what == "config" and method == "PUT":
-                digest = "%040x" % (hash(json.dumps(ct["config"], sort_keys=True)) & (2 ** 160 - 1))
                 if params.get("digest") and params["digest"] != digest:
                     return 500, "detected modified configuration - file changed by other user? Try again."
-                for k in [k for k in params.get("delete", "").split(",") if k]:
-                    ct["config"].pop(k, None)
-                for k, v in params.items():
-                    if k not in ("node", "vmid", "digest", "delete"):
-                        ct["config"][k] = v
-                return 200, None
+                return self.ct_set_config(vmid, dict((k, v) for k, v in params.items() if k not in ("node", "vmid", "digest", "delete")),
+                                          [k for k in params.get("delete", "").split(",") if k])
             if what == "status/current":
                 return 200, {"vmid": vmid, "status": ct["status"], "name": ct["config"].get("hostname", "")}
-            ct["status"] = "running" if what == "status/start" else "stopped"
-            return 200, self.upid("vz" + what.split("/")[1], vmid)
-        m = re.match(r"^/nodes/([^/]+)/tasks/([^/]+)/status$", path)
+            return self.ct_action(vmid, what.split("/")[1], params)
+        m = re.match(r"^/nodes/([^/]+)/tasks/([^/]+)/(status|log)$", path)
         if m:
-            status = "WARNINGS: %d" % len(self.task_warnings) if self.task_warnings else "OK"
-            return 200, {"status": "stopped", "exitstatus": status, "upid": unquote(m.group(2))}
-        m = re.match(r"^/nodes/([^/]+)/tasks/([^/]+)/log$", path)
-        if m:
-            lines = ["starting task"] + list(self.task_warnings) + ["TASK " + (
-                "WARNINGS: %d" % len(self.task_warnings) if self.task_warnings else "OK")]
+            status, exitstatus, lines = self.task(unquote(m.group(2)))
+            if m.group(3) == "status":
+                return 200, dict({"status": status, "upid": unquote(m.group(2))},
+                                 **({"exitstatus": exitstatus} if status == "stopped" else {}))
             return 200, [{"n": i + 1, "t": t} for i, t in enumerate(lines)]
         return 501, "not emulated by the fake: %s %s" % (method, path)
 
+    # --- the containers (in memory here; the lab's API stand-in, tests/lab/pvehost/pve_api.py, keeps them in
+    # /etc/pve/lxc and acts through pct, as pveproxy does) ---
+    def ct_all(self):
+        """{vmid: {"node", "config", "status"}}"""
+        return self.cts
+
+    def ct_create(self, node, vmid, params):
+        config = dict((k, v) for k, v in params.items()
+                      if k not in ("vmid", "node", "ostemplate", "storage", "password", "start", "ssh-public-keys"))
+        if "rootfs" in config:
+            store, _sep, size = config["rootfs"].partition(":")
+            config["rootfs"] = "%s:vm-%d-disk-0,size=%sG" % (store, vmid, size)
+        for k in [k for k in config if re.match(r"^net\d+$", k)]:
+            if "hwaddr=" not in config[k]:
+                config[k] += ",hwaddr=BC:24:11:00:00:%02X" % (vmid % 256)
+        config.setdefault("arch", "amd64")
+        config.setdefault("ostype", "debian")
+        self.cts[vmid] = {"node": node, "config": config, "status": "running" if params.get("start") else "stopped"}
+        return 200, self.upid("vzcreate", vmid)
+
+    def ct_set_config(self, vmid, changes, deletes):
+        config = self.cts[vmid]["config"]
+        for k in deletes:
+            config.pop(k, None)
+        config.update(changes)
+        return 200, None
+
+    def ct_action(self, vmid, action, params):
+        """start, shutdown or stop"""
+        self.cts[vmid]["status"] = "running" if action == "start" else "stopped"
+        return 200, self.upid("vz" + action, vmid)
+
+    def task(self, upid):
+        """(status, exitstatus, log lines) of a task: here every task has ended when its call returned."""
+        status = "WARNINGS: %d" % len(self.task_warnings) if self.task_warnings else "OK"
+        return "stopped", status, ["starting task"] + list(self.task_warnings) + ["TASK " + status]
+
     # --- server ---
-    def serve(self, certdir):
+    def serve(self, certdir, bind="127.0.0.1", port=0, names=("IP:127.0.0.1", "DNS:localhost"), days=1):
         fake = self
         cert, key = os.path.join(certdir, "cert.pem"), os.path.join(certdir, "key.pem")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
-                        "-days", "1", "-subj", "/CN=localhost",
-                        "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"], check=True, capture_output=True)
+                        "-days", str(days), "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=" + ",".join(names)], check=True, capture_output=True)
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
@@ -277,7 +296,7 @@ class FakePve(object):
             def do_DELETE(self):  # noqa: N802
                 self._do("DELETE")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer((bind, port), Handler)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(cert, key)
         self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)

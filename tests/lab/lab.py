@@ -6,7 +6,8 @@
 Run with python3 (standard library only):
     lab.py clean     remove every labelled lab container (leftovers of a killed run)
     lab.py images    build the images if their recipe changed (cached by recipe hash)
-    lab.py up        images + the Proxmox-like host with CT 100 running; writes build/lab/inventory.yml
+    lab.py up        images + the Proxmox-like host with CT 100 running and its API stand-in on :8006; writes
+                     build/lab/inventory.yml and build/lab/pve-api-ca.pem (the API's certificate)
     lab.py down      remove the lab host
     lab.py env       print the CONTAINERS_CONF line to export for podman/molecule
 
@@ -122,21 +123,26 @@ def debian_image():
 
 def pvehost_image(base):
     src = os.path.join(HERE, "pvehost")
-    conf_py = os.path.join(ROOT, "plugins", "module_utils", "pve_conf.py")
+    # shared with the collection and the integration tests: the config parser, the API fake and its schema
+    shared = [os.path.join(ROOT, "plugins", "module_utils", "pve_conf.py"),
+              os.path.join(ROOT, "tests", "integration", "pve_fake.py"),
+              os.path.join(ROOT, "tests", "fixtures", "pve_api", "pve9-lxc.json")]
     files = sorted(os.listdir(src))
     parts = [base]
     for name in files:
         with open(os.path.join(src, name), "rb") as fh:
             parts += [name, fh.read()]
-    with open(conf_py, "rb") as fh:
-        parts.append(fh.read())
+    for path in shared:
+        with open(path, "rb") as fh:
+            parts.append(fh.read())
     tag = "localhost/gpuserve-lab/pvehost:%s" % digest(*parts)
     if not image_exists(tag):
         log("building %s" % tag)
         ctx = os.path.join(BUILD, "pvehost-context")
         shutil.rmtree(ctx, ignore_errors=True)
         shutil.copytree(src, ctx)
-        shutil.copy(conf_py, ctx)
+        for path in shared:
+            shutil.copy(path, ctx)
         podman("build", "--quiet", "--network=host", "--build-arg", "BASE=" + base, "-t", tag, "-f",
                os.path.join(ctx, "Containerfile"), ctx, stdout=subprocess.DEVNULL)
     podman("tag", tag, "localhost/gpuserve-lab/pvehost:latest")
@@ -193,6 +199,11 @@ all:
           ansible_ssh_private_key_file: {key}
           ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
           ansible_python_interpreter: /usr/bin/python3
+          # its Proxmox API stand-in (tests/lab/pvehost/pve_api.py), pinned by its own certificate
+          pve_container_api_host: {ip}
+          pve_container_api_ca_file: {ca}
+          pve_container_node: pve-lab
+          pve_container_api_password: lab-root-password
     sglang_containers:
       hosts:
         ct100:
@@ -231,10 +242,14 @@ def up():
     wait_for("CT 100", lambda: ssh_ok(key, "pct", "status", "100").stdout.strip() == "status: running", 90)
     wait_for("python3 in CT 100",
              lambda: ssh_ok(key, "pct", "exec", "100", "--", "python3", "-c", "print(1)").stdout.strip() == "1", 60)
+    wait_for("the Proxmox API stand-in on %s:8006" % HOST_IP, lambda: tcp_open(8006), 60)
+    ca = os.path.join(BUILD, "pve-api-ca.pem")
+    with open(ca, "w") as fh:
+        fh.write(ssh_ok(key, "cat", "/etc/gpuserve-lab/pve-api/cert.pem").stdout)
     hub_start()
     inv = os.path.join(BUILD, "inventory.yml")
     with open(inv, "w") as fh:
-        fh.write(INVENTORY.format(ip=HOST_IP, key=key))
+        fh.write(INVENTORY.format(ip=HOST_IP, key=key, ca=ca))
     log("up: inventory %s" % inv)
 
 

@@ -35,3 +35,13 @@ def test_create_needs_a_template_and_passes_start():
         PL.create_params(129, {"hostname": "x"})
     assert PL.create_params(129, {"ostemplate": "local:vztmpl/t.tar.zst"}, start=True) == \
         {"ostemplate": "local:vztmpl/t.tar.zst", "vmid": 129, "start": 1}
+
+
+def test_an_option_left_out_by_proxmox_has_its_schema_default():
+    # a privileged CT's config has no "unprivileged" key (and none for onboot 0): asking for those defaults
+    # changes nothing, asking otherwise is a change (onboot) or a create-only conflict (unprivileged)
+    bare = {"hostname": "sglang", "cores": "16"}
+    assert PL.config_changes(bare, {"unprivileged": PL.pve_value(False), "onboot": PL.pve_value(False)}) == ({}, [])
+    changes, conflicts = PL.config_changes(bare, {"unprivileged": PL.pve_value(True), "onboot": PL.pve_value(True)})
+    assert changes == {"onboot": "1"} and [c.split(":")[0] for c in conflicts] == ["unprivileged"]
+    assert PL.config_changes(bare, {"features": "nesting=1"}) == ({"features": "nesting=1"}, [])

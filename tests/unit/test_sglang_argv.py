@@ -59,6 +59,16 @@ def test_loopback_binds(host, loopback):
     assert A.is_loopback(host) is loopback
 
 
+@pytest.mark.parametrize("host, url", [("0.0.0.0", "http://127.0.0.1:30000"), ("", "http://127.0.0.1:30000"),
+                                       ("127.0.0.1", "http://127.0.0.1:30000"), ("10.0.3.101", "http://10.0.3.101:30000"),
+                                       ("::", "http://[::1]:30000"), ("fd00::5", "http://[fd00::5]:30000"),
+                                       ("[fd00::5]", "http://[fd00::5]:30000")])
+def test_the_local_url_follows_the_bind(host, url):
+    # a server bound to one address refuses 127.0.0.1: the rollout's drain check asked loopback of a replica bound to
+    # its bridge address (10.0.3.101) and waited its whole bound for an answer that could not come
+    assert A.local_url(host, 30000) == url
+
+
 def test_config_hash_changes_with_a_secret_but_is_keyed_by_the_salt():
     argv = ["/p", "-m", "sglang.launch_server"]
     one = P.config_hash(argv, {}, None, P.secret_digest({"api_key": "a"}, b"s" * 32))

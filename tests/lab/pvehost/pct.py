@@ -4,7 +4,8 @@
 """`pct` stand-in for the gpuserve lab host (plain Debian + LXC, no Proxmox).
 
 Emulates, on top of lxc-*, what Proxmox's pct does for the subcommands the collection uses:
-list, status, start, stop, shutdown, exec, push, pull, config, set. The source of truth is
+list, status, create, start, stop, shutdown, exec, push, pull, config, set (create is also what the lab's
+API stand-in, pve_api.py, runs for POST /nodes/{node}/lxc, as pveproxy and pct share PVE::API2::LXC). The source of truth is
 /etc/pve/lxc/<vmid>.conf in Proxmox's format; at start it is translated into
 /var/lib/lxc/<vmid>/config as Proxmox does (options -> lxc keys, devN -> device node + cgroup rule,
 raw lxc.* lines appended). See tests/lab/README.md for what is and is not emulated.
@@ -23,6 +24,7 @@ import pve_conf  # noqa: E402  pylint: disable=wrong-import-position
 PVE_DIR = os.environ.get("GPUSERVE_LAB_PVE_DIR", "/etc/pve/lxc")
 LXC_DIR = "/var/lib/lxc"
 HOOK = "/usr/lib/gpuserve-lab/autodev-hook"
+TEMPLATES = "/var/lib/vz/template/cache"      # storage "local", content vztmpl
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SETTABLE = {"arch", "cores", "cpulimit", "cpuunits", "description", "features", "hostname", "memory",
             "nameserver", "onboot", "ostype", "protection", "searchdomain", "startup", "swap", "tags",
@@ -107,6 +109,82 @@ def translate(vmid, text):
             key = "lxc.cgroup." + key[len("lxc.cgroup2."):]
         out.append("%s = %s" % (key, value))
     return "\n".join(out) + "\n"
+
+
+def _options(args, allowed):
+    """{key: value} of `--key value` pairs, refused as pct refuses them."""
+    opts, i = {}, 0
+    while i < len(args):
+        opt = args[i]
+        if not opt.startswith("--") or i + 1 >= len(args):
+            die("400 unable to parse option\nusage: pct <command> <vmid> [OPTIONS]")
+        key, value = opt[2:], args[i + 1]
+        i += 2
+        if key not in allowed and not INDEXED.match(key):
+            die("Unknown option: %s\n400 unable to parse option" % key)
+        opts[key] = value
+    return opts
+
+
+def guest_network(root, net):
+    """The guest's network from net0, as PVE's setup writes it at create (the lab's rootfs uses
+    systemd-networkd, not ifupdown): DHCP for ip=dhcp, else the static address and gateway."""
+    ip = net.get("ip", "dhcp")
+    lines = ["[Match]", "Name=%s" % net.get("name", "eth0"), "", "[Network]"]
+    lines += ["DHCP=yes"] if ip == "dhcp" else ["Address=%s" % ip] + (["Gateway=%s" % net["gw"]] if "gw" in net else [])
+    with open(os.path.join(root, "etc/systemd/network/%s.network" % net.get("name", "eth0")), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    wants = os.path.join(root, "etc/systemd/system/multi-user.target.wants/systemd-networkd.service")
+    if not os.path.lexists(wants):
+        os.symlink("/lib/systemd/system/systemd-networkd.service", wants)
+
+
+def cmd_create(args):
+    """pct create <vmid> <ostemplate> [--key value ...]: the rootfs unpacked from the template (storage "local"
+    only, a directory), /etc/pve/lxc/<vmid>.conf written with its keys sorted, started with --start 1."""
+    vmid = args[0]
+    if len(args) < 2 or args[1].startswith("--"):
+        die("400 not enough arguments\npct create <vmid> <ostemplate> [OPTIONS]")
+    path = conf_path(vmid)
+    if os.path.exists(path):
+        die("unable to create CT %s - CT %s already exists on node '%s'" % (vmid, vmid, os.uname()[1]))
+    storage, _sep, volume = args[1].partition(":")
+    template = os.path.join(TEMPLATES, os.path.basename(volume))
+    if storage != "local" or not volume.startswith("vztmpl/") or not os.path.isfile(template):
+        die("volume '%s' does not exist" % args[1])
+    opts = _options(args[2:], SETTABLE | {"rootfs", "start", "storage", "password", "ssh-public-keys"})
+    start = opts.pop("start", "0") in ("1", "true", "yes", "on")
+    for secret in ("password", "ssh-public-keys", "storage"):
+        opts.pop(secret, None)
+    store, _sep, size = opts.pop("rootfs", "local:8").partition(":")
+    if store != "local":
+        die("storage '%s' does not exist" % store)
+    opts["rootfs"] = "local:%s/vm-%s-disk-0.raw,size=%sG" % (vmid, vmid, size or "8")
+    opts.setdefault("arch", "amd64")
+    opts.setdefault("ostype", "debian")
+    opts.setdefault("hostname", "CT%s" % vmid)
+    for key in [k for k in opts if re.match(r"^net\d+$", k)]:
+        if "hwaddr=" not in opts[key]:
+            opts[key] += ",hwaddr=BC:24:11:%02X:%02X:%02X" % (int(vmid) >> 16 & 255, int(vmid) >> 8 & 255, int(vmid) & 255)
+    root = os.path.join(LXC_DIR, vmid, "rootfs")
+    os.makedirs(root)
+    subprocess.run(["tar", "-C", root, "-xf", template], check=True)
+    with open(os.path.join(root, "etc/hostname"), "w") as fh:
+        fh.write(opts["hostname"] + "\n")
+    if "net0" in opts:
+        guest_network(root, pve_conf.parse_property_string(opts["net0"], default_key="name"))
+    # the machine's CA bundle (site proxy CA included), as a site's configuration management would install it
+    if os.path.isfile("/var/lib/gpuserve-lab/site-ca.crt"):
+        os.makedirs(os.path.join(root, "etc/ssl/certs"), exist_ok=True)
+        with open("/var/lib/gpuserve-lab/site-ca.crt", "rb") as src, \
+                open(os.path.join(root, "etc/ssl/certs/ca-certificates.crt"), "wb") as dst:
+            dst.write(src.read())
+    os.makedirs(PVE_DIR, exist_ok=True)
+    with open(path + ".tmp", "w") as fh:
+        fh.write("".join("%s: %s\n" % (k, opts[k]) for k in sorted(opts)))
+    os.rename(path + ".tmp", path)
+    if start:
+        cmd_start([vmid])
 
 
 def cmd_list(_args):
@@ -246,7 +324,7 @@ def cmd_set(args):
             fh.truncate()
 
 
-COMMANDS = {"list": cmd_list, "status": cmd_status, "start": cmd_start, "stop": cmd_stop,
+COMMANDS = {"list": cmd_list, "status": cmd_status, "create": cmd_create, "start": cmd_start, "stop": cmd_stop,
             "shutdown": cmd_shutdown, "exec": cmd_exec, "push": cmd_push, "pull": cmd_pull,
             "config": cmd_config, "set": cmd_set}
 
