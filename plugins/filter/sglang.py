@@ -15,6 +15,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_files import re
 from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import policy_versions, select_gpus
 from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import vmid_problem
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_router import RouterError, router_argv, router_problems
+from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_group import group_layout, manifest_digest, rank_mismatches
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import parse_log
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import systemd_exec_line
 from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import flash_attn_mismatches, max_build_jobs, parse_lock
@@ -47,6 +48,30 @@ def sglang_args_from_argv(argv):
 
 def sglang_is_loopback(host):
     return is_loopback(host)
+
+
+def sglang_server_groups(hostvars, names):
+    """The multi-node groups among ``names`` (the sglang_containers hosts, inventory order), from their hostvars."""
+    hosts = []
+    for name in names:
+        hv = hostvars[name]
+        if not hv.get("sglang_server_group"):
+            continue
+        args = hv.get("sglang_server_args") or {}
+        gpus = hv.get("lxc_gpu_passthrough_gpus")
+        hosts.append({"name": name, "group": hv.get("sglang_server_group"), "rank": hv.get("sglang_server_node_rank"),
+                      "addr": hv.get("sglang_server_group_addr"), "dist_port": hv.get("sglang_server_dist_port", 5000),
+                      "port": hv.get("sglang_server_port", 30000), "tp_size": args.get("tp_size", 1),
+                      "pp_size": args.get("pp_size", 1), "gpus": len(gpus) if isinstance(gpus, (list, tuple)) and gpus else None})
+    return group_layout(hosts)
+
+
+def sglang_group_mismatches(ranks, group):
+    return rank_mismatches(group, ranks)
+
+
+def sglang_manifest_digest(manifest):
+    return manifest_digest(manifest)
 
 
 def sglang_local_url(host, port=30000):
@@ -137,7 +162,8 @@ class FilterModule(object):
         return {"sglang_log": sglang_log, "sglang_argv": sglang_argv, "sglang_systemd_exec": sglang_systemd_exec,
                 "sglang_args_problems": sglang_args_problems, "apt_policy_versions": apt_policy_versions,
                 "nvidia_select_gpus": nvidia_select_gpus, "nvidia_gpu_minors": nvidia_gpu_minors, "sglang_is_loopback": sglang_is_loopback,
-                "sglang_local_url": sglang_local_url,
+                "sglang_local_url": sglang_local_url, "sglang_server_groups": sglang_server_groups,
+                "sglang_group_mismatches": sglang_group_mismatches, "sglang_manifest_digest": sglang_manifest_digest,
                 "sglang_args_from_argv": sglang_args_from_argv,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,
                 "flash_attn_max_jobs": flash_attn_max_jobs, "hf_repo_id_problem": hf_repo_id_problem,

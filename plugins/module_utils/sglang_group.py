@@ -1,0 +1,230 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One SGLang server across several containers (SGLang 0.5.9 multi-node: --nnodes, --node-rank, --dist-init-addr).
+
+Standard library only. The inventory shape: every sglang_containers host with the same ``sglang_server_group``
+is one rank of one server; the rank order is the inventory order unless ``sglang_server_node_rank`` is set; rank
+0's ``sglang_server_group_addr`` and ``sglang_server_dist_port`` form ``--dist-init-addr`` (torch.distributed's
+TCPStore listens there: model_runner.py's ``tcp://{dist_init_addr}``).
+
+``group_layout`` checks the shape and gives each rank its args; ``rank_mismatches`` compares what each rank would
+run (SGLang build, model, driver) with rank 0's. Every problem names the host, its rank and the fix.
+"""
+from __future__ import absolute_import, division, print_function
+
+import errno
+import hashlib
+import ipaddress
+import json
+import socket
+import time
+
+__metaclass__ = type
+
+WILDCARDS = ("", "0.0.0.0", "::")
+
+
+class GroupError(Exception):
+    pass
+
+
+def _addr_problem(addr):
+    text = str(addr or "").strip("[]")
+    if text in WILDCARDS:
+        return "is not set"
+    try:
+        if ipaddress.ip_address(text).is_loopback:
+            return "is a loopback address (the other ranks cannot reach it)"
+    except ValueError:
+        if text == "localhost":
+            return "is a loopback address (the other ranks cannot reach it)"
+    return None
+
+
+def dist_init_addr(addr, port):
+    text = str(addr).strip("[]")
+    return "[%s]:%d" % (text, int(port)) if ":" in text else "%s:%d" % (text, int(port))
+
+
+def group_layout(hosts):
+    """``hosts``: the group members in inventory order, each {name, group, rank (or None), addr, dist_port, port,
+    tp_size, pp_size, gpus (the count passed to it, or None when unknown)}.
+
+    Returns {group: {"nnodes", "dist_init_addr", "ranks": [{"name", "rank", "args": {nnodes, node_rank,
+    dist_init_addr}}], "problems": [...]}} - the ranks sorted by rank."""
+    groups = {}
+    for h in hosts:
+        groups.setdefault(str(h["group"]), []).append(h)
+    out = {}
+    for name, members in sorted(groups.items()):
+        problems = []
+        explicit = [m for m in members if m.get("rank") not in (None, "")]
+        if explicit and len(explicit) != len(members):
+            unset = ", ".join(m["name"] for m in members if m not in explicit)
+            problems.append("group %s: sglang_server_node_rank is set on %s but not on %s - set it on every rank or on "
+                            "none (the inventory order)" % (name, ", ".join(m["name"] for m in explicit), unset))
+            ranked = list(enumerate(members))
+        elif explicit:
+            try:
+                ranked = sorted(((int(m["rank"]), m) for m in members), key=lambda x: x[0])
+            except (TypeError, ValueError):
+                problems.append("group %s: sglang_server_node_rank must be whole numbers (%s)" % (
+                    name, ", ".join("%s=%r" % (m["name"], m["rank"]) for m in members)))
+                ranked = list(enumerate(members))
+            if [r for r, _m in ranked] != list(range(len(members))):
+                problems.append("group %s: the ranks are %s; they must be 0 .. %d, each once" % (
+                    name, ", ".join("%s=%s" % (m["name"], r) for r, m in ranked), len(members) - 1))
+        else:
+            ranked = list(enumerate(members))
+        nnodes = len(members)
+        if nnodes < 2:
+            problems.append("group %s: only %s is in it - a group is one server on two or more containers; remove "
+                            "sglang_server_group for a single-container server" % (name, members[0]["name"]))
+        head = ranked[0][1]
+        why = _addr_problem(head.get("addr"))
+        if why:
+            problems.append("%s (rank 0 of group %s): sglang_server_group_addr %s - set it to the address the other "
+                            "ranks reach this container at (its bridge/VLAN address)" % (head["name"], name, why))
+        port = head.get("dist_port")
+        try:
+            port = int(port)
+            if not 0 < port < 65536:
+                raise ValueError
+        except (TypeError, ValueError):
+            problems.append("%s (rank 0 of group %s): sglang_server_dist_port=%r must be a TCP port, 1-65535"
+                            % (head["name"], name, port))
+            port = None
+        for r, m in ranked:
+            if port is not None and int(m.get("port") or 30000) == port:
+                problems.append("%s (rank %d of group %s): sglang_server_dist_port %d is its HTTP port too - pick "
+                                "another" % (m["name"], r, name, port))
+        shapes = sorted(set((int(m.get("tp_size") or 1), int(m.get("pp_size") or 1)) for m in members))
+        if len(shapes) > 1:
+            asked = ", ".join("%s: %d x %d" % (m["name"], int(m.get("tp_size") or 1), int(m.get("pp_size") or 1))
+                              for m in members)
+            problems.append("group %s: the ranks ask different tp_size x pp_size (%s) - one server has one layout: "
+                            "set sglang_server_args for the group, not per host" % (name, asked))
+        tp, pp = shapes[0]
+        if (tp * pp) % nnodes:
+            problems.append("group %s: tp_size x pp_size = %d is not a multiple of its %d containers (SGLang 0.5.9 "
+                            "refuses it: each rank runs tp x pp / nnodes GPUs)" % (name, tp * pp, nnodes))
+        else:
+            per = tp * pp // nnodes
+            for r, m in ranked:
+                if m.get("gpus") is not None and int(m["gpus"]) != per:
+                    problems.append("%s (rank %d of group %s): %d GPU(s) passed, the layout needs %d per rank "
+                                    "(tp_size %d x pp_size %d / %d containers) - pass %d GPU(s) to each "
+                                    "(lxc_gpu_passthrough_gpus) or change tp_size/pp_size"
+                                    % (m["name"], r, name, int(m["gpus"]), per, tp, pp, nnodes, per))
+        addr = dist_init_addr(head["addr"], port) if not why and port is not None else None
+        out[name] = {"nnodes": nnodes, "dist_init_addr": addr, "problems": problems,
+                     "ranks": [{"name": m["name"], "rank": r,
+                                "args": {"nnodes": nnodes, "node_rank": r, "dist_init_addr": addr}}
+                               for r, m in ranked]}
+    return out
+
+
+# what every rank must share with rank 0: key -> (what it is, the fix)
+SHARED = (
+    ("lock_sha256", "the SGLang lock (its sha256)", "build every rank from the same lock (sglang_venv_lock)"),
+    ("build", "the venv build (lock, Python, packages, sources)",
+     "give every rank the same sglang_venv settings and Python"),
+    ("model_revision", "the model revision", "pin one hf_model_revision for the group"),
+    ("model_files", "the model's files (paths and hashes of the manifest)",
+     "re-run hf_model on that rank (hf_model_verify: full) or pin one revision"),
+    ("driver_version", "the NVIDIA driver", "install the same nvidia_driver_version on every node of the group"),
+)
+
+
+def rank_mismatches(group, ranks):
+    """``ranks``: [{"name", "rank", "facts": {lock_sha256, build, model_revision, model_files, driver_version}}].
+    A problem for each fact a rank has that is not rank 0's; a fact known on one side only is a problem too (a rank
+    that cannot say what it runs is not known to match). Unknown on both sides (e.g. no driver facts on a node
+    without GPUs) is nothing to compare."""
+    ordered = sorted(ranks, key=lambda r: int(r["rank"]))
+    if not ordered:
+        return []
+    head = ordered[0]
+    problems = []
+    for r in ordered[1:]:
+        for key, what, fix in SHARED:
+            mine, theirs = r["facts"].get(key), head["facts"].get(key)
+            if mine == theirs:
+                continue
+            problems.append("%s (rank %s of group %s): %s - %s rank 0's (%s: %s, %s: %s) - %s" % (
+                r["name"], r["rank"], group, what, "unknown here, known on" if mine is None else
+                "unknown on" if theirs is None else "not the same as", r["name"], _short(mine), head["name"],
+                _short(theirs), fix))
+    return problems
+
+
+def _short(value):
+    if value is None:
+        return "unknown"
+    text = str(value)
+    return text[:12] if len(text) == 64 or len(text) == 40 else text
+
+
+def manifest_digest(manifest):
+    """The model's identity from a .gpuserve-snapshot.json: the sorted (path, LFS sha256 or git blob sha1, size)
+    of its files - the same on every rank that holds the same files, whenever and however they were fetched."""
+    files = sorted((f.get("path"), f.get("sha256") or f.get("oid"), f.get("size"))
+                   for f in (manifest or {}).get("files", []))
+    if not files:
+        return None
+    return hashlib.sha256(json.dumps(files).encode("utf-8")).hexdigest()
+
+
+def _family(addr):
+    return socket.AF_INET6 if ":" in str(addr).strip("[]") else socket.AF_INET
+
+
+def listen(addr, port, peers, timeout, clock=time.time):
+    """Rank 0's half of the rendezvous check: listen on addr:port (where torch.distributed's TCPStore will) and
+    accept up to ``peers`` connections within ``timeout`` seconds. Returns {"listening", "in_use", "accepted": [peer
+    addresses], "error"}. A port already in use is reported, not an error: on a re-run the running group's own
+    store holds it, and the other ranks' connects then reach that."""
+    host = str(addr).strip("[]")
+    sock = socket.socket(_family(host), socket.SOCK_STREAM)
+    out = {"listening": False, "in_use": False, "accepted": [], "error": None}
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, int(port)))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                out["in_use"] = True
+                return out
+            out["error"] = "cannot listen on %s: %s" % (dist_init_addr(host, port), exc.strerror or exc)
+            return out
+        sock.listen(16)
+        out["listening"] = True
+        deadline = clock() + float(timeout)
+        while len(out["accepted"]) < int(peers) and clock() < deadline:
+            sock.settimeout(max(0.05, deadline - clock()))
+            try:
+                conn, peer = sock.accept()
+            except socket.timeout:
+                break
+            out["accepted"].append(peer[0])
+            conn.close()
+    finally:
+        sock.close()
+    return out
+
+
+def connect(addr, port, timeout):
+    """A rank's half: a TCP connect to rank 0's rendezvous. {"reachable", "error"} - the error as the socket
+    said it (refused, timed out, no route), which tells a firewall from a wrong address."""
+    host = str(addr).strip("[]")
+    try:
+        sock = socket.create_connection((host, int(port)), float(timeout))
+    except socket.timeout:
+        return {"reachable": False, "error": "timed out after %ss (a firewall dropping the packets, or no such "
+                                             "host on that network)" % timeout}
+    except OSError as exc:
+        return {"reachable": False, "error": exc.strerror or str(exc)}
+    sock.close()
+    return {"reachable": True, "error": None}

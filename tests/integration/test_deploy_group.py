@@ -1,0 +1,89 @@
+"""deploy.yml's multi-node check (tag group): two containers with one sglang_server_group are two ranks of one
+server - run here as two local hosts on this machine's own non-loopback address. A rank holding other model files is
+refused by name with nothing launched; ranks that match meet at rank 0's rendezvous (a real listen and TCP connect)
+and each gets nnodes, its node_rank and rank 0's dist_init_addr."""
+import json
+import socket
+import subprocess
+
+import yaml
+
+from test_deploy_playbook import PLAYBOOK, ansible_playbook
+
+
+def local_address():
+    for addr in subprocess.run(["hostname", "-I"], capture_output=True, text=True, check=False).stdout.split():
+        if ":" not in addr and not addr.startswith("127."):
+            return addr
+    return None
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def rank_dir(tmp_path, name, oid):
+    venv, model = tmp_path / name / "venv", tmp_path / name / "model"
+    venv.mkdir(parents=True)
+    model.mkdir(parents=True)
+    (venv / ".gpuserve-build.json").write_text(json.dumps({"build": "0123456789abcdef", "lock_sha256": "a" * 64}))
+    (model / ".gpuserve-snapshot.json").write_text(json.dumps({"revision": "c" * 40, "complete": True, "files": [
+        {"path": "config.json", "size": 10, "oid": oid}]}))
+    return str(venv), str(model)
+
+
+def inventory(tmp_path, addr, port, oids):
+    hosts = {}
+    for i, (name, oid) in enumerate(zip(("rank-a", "rank-b"), oids)):
+        venv, model = rank_dir(tmp_path, name, oid)
+        hosts[name] = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                       "proxmox_vmid": 129 + i, "gpuserve_node": "pve1", "gpuserve_venv": venv,
+                       "sglang_server_model_path": model, "sglang_server_group": "qwen",
+                       "sglang_server_group_addr": addr, "sglang_server_dist_port": port,
+                       "sglang_server_args": {"tp_size": 2}}
+    inv = {"all": {"children": {
+        "pve_nodes": {"hosts": {"pve1": {"ansible_connection": "local",
+                                         "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}},
+        "sglang_containers": {"hosts": hosts}}}}
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inv))
+    return str(path)
+
+
+def test_a_rank_with_other_model_files_is_refused_and_nothing_launches(tmp_path):
+    addr = local_address()
+    p = ansible_playbook("-i", inventory(tmp_path, addr, free_port(), ["1" * 40, "2" * 40]), PLAYBOOK, "--tags", "group")
+    assert p.returncode != 0
+    assert ("rank-b (rank 1 of group qwen): the model's files (paths and hashes of the manifest) - not the same as "
+            "rank 0's (rank-b: ") in p.stdout, p.stdout[-3000:]
+    assert "Nothing was launched." in p.stdout
+    assert "Rank 0 listens" not in p.stdout.split("fatal:")[0].split("Every rank runs rank 0's")[-1]
+
+
+def test_matching_ranks_meet_at_rank_0s_rendezvous_and_get_their_args(tmp_path):
+    addr, port = local_address(), free_port()
+    p = ansible_playbook("-i", inventory(tmp_path, addr, port, ["1" * 40, "1" * 40]), PLAYBOOK, "--tags", "group", "-v")
+    assert p.returncode == 0, p.stdout[-4000:]
+    out = p.stdout
+    listened = out[out.index("TASK [Rank 0's listener has ended]"):]
+    # the stdout callback prints results as YAML
+    accepted = listened.split("accepted:", 1)[1].split("ansible_job_id", 1)[0]
+    assert addr in accepted, listened[:2000]
+    want = "%s:%d" % (addr, port)
+    assert out.count("dist_init_addr: %s" % want) >= 2, out[-3000:]
+    assert "node_rank: 0" in out and "node_rank: 1" in out and "nnodes: 2" in out
+
+
+def test_a_rank_0_address_that_is_not_its_own_is_named(tmp_path):
+    """Rank 0's sglang_server_group_addr is an address it does not have (TEST-NET-1): it cannot listen there, rank 1
+    cannot connect - both are named with the fix, and nothing launched."""
+    p = ansible_playbook("-i", inventory(tmp_path, "192.0.2.1", free_port(), ["1" * 40, "1" * 40]), PLAYBOOK,
+                         "--tags", "group")
+    assert p.returncode != 0
+    out = p.stdout
+    assert "rank-b (rank 1 of group qwen) cannot reach rank 0's rendezvous 192.0.2.1:" in out, out[-3000:]
+    assert "Open TCP port" in out and "Nothing was launched." in out

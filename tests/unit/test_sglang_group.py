@@ -1,0 +1,106 @@
+"""sglang_group: one SGLang server across several containers - the inventory shape, each rank's args, and what every
+rank must share with rank 0, each problem naming the host, its rank and the fix."""
+from unit_helpers import load_module_util
+
+G = load_module_util("sglang_group")
+
+
+def host(name, addr="10.0.3.27", rank=None, gpus=1, tp=2, pp=1, group="qwen", dist_port=5000, port=30000):
+    return {"name": name, "group": group, "rank": rank, "addr": addr, "dist_port": dist_port, "port": port,
+            "tp_size": tp, "pp_size": pp, "gpus": gpus}
+
+
+def test_two_ranks_in_inventory_order_get_one_dist_init_addr():
+    g = G.group_layout([host("ct100"), host("ct101", addr="10.0.3.101")])["qwen"]
+    assert g["problems"] == [] and g["nnodes"] == 2 and g["dist_init_addr"] == "10.0.3.27:5000"
+    assert [(r["name"], r["args"]) for r in g["ranks"]] == [
+        ("ct100", {"nnodes": 2, "node_rank": 0, "dist_init_addr": "10.0.3.27:5000"}),
+        ("ct101", {"nnodes": 2, "node_rank": 1, "dist_init_addr": "10.0.3.27:5000"})]
+
+
+def test_explicit_ranks_choose_rank_0_and_ipv6_is_bracketed():
+    g = G.group_layout([host("a", addr="fd00::1", rank=1), host("b", addr="fd00::2", rank=0)])["qwen"]
+    assert g["problems"] == [] and g["dist_init_addr"] == "[fd00::2]:5000"
+    assert [(r["name"], r["rank"]) for r in g["ranks"]] == [("b", 0), ("a", 1)]
+
+
+def test_bad_shapes_are_named_with_host_rank_and_fix():
+    g = G.group_layout([host("a", addr="0.0.0.0", gpus=2), host("b", tp=4)])["qwen"]
+    text = "\n".join(g["problems"])
+    assert "a (rank 0 of group qwen): sglang_server_group_addr is not set - set it to the address" in text
+    assert "the ranks ask different tp_size x pp_size (a: 2 x 1, b: 4 x 1)" in text
+    assert g["dist_init_addr"] is None
+    g = G.group_layout([host("a", gpus=2), host("b")])["qwen"]
+    assert g["problems"] == ["a (rank 0 of group qwen): 2 GPU(s) passed, the layout needs 1 per rank (tp_size 2 x "
+                             "pp_size 1 / 2 containers) - pass 1 GPU(s) to each (lxc_gpu_passthrough_gpus) or change "
+                             "tp_size/pp_size"]
+    assert "loopback" in G.group_layout([host("a", addr="127.0.0.1"), host("b")])["qwen"]["problems"][0]
+    assert "not a multiple of its 2 containers" in G.group_layout([host("a", tp=3), host("b", tp=3)])["qwen"]["problems"][0]
+
+
+def test_ranks_must_be_complete_and_the_dist_port_not_the_http_port():
+    text = "\n".join(G.group_layout([host("a", rank=0), host("b", rank=2)])["qwen"]["problems"])
+    assert "the ranks are a=0, b=2; they must be 0 .. 1, each once" in text
+    text = "\n".join(G.group_layout([host("a", rank=0), host("b")])["qwen"]["problems"])
+    assert "sglang_server_node_rank is set on a but not on b" in text
+    text = "\n".join(G.group_layout([host("a", dist_port=30000), host("b")])["qwen"]["problems"])
+    assert "a (rank 0 of group qwen): sglang_server_dist_port 30000 is its HTTP port too" in text
+    assert "only a is in it" in G.group_layout([host("a")])["qwen"]["problems"][0]
+
+
+FACTS = {"build": "0123456789abcdef", "lock_sha256": "a" * 64, "model_revision": "c" * 40, "model_files": "d" * 64,
+         "driver_version": "570.153.02"}
+
+
+def test_a_rank_on_another_revision_or_driver_is_named_against_rank_0():
+    ranks = [{"name": "ct101", "rank": 1, "facts": dict(FACTS, model_revision="e" * 40, driver_version="550.127.08")},
+             {"name": "ct100", "rank": 0, "facts": dict(FACTS)}]
+    problems = G.rank_mismatches("qwen", ranks)
+    assert problems == [
+        "ct101 (rank 1 of group qwen): the model revision - not the same as rank 0's (ct101: eeeeeeeeeeee, ct100: "
+        "cccccccccccc) - pin one hf_model_revision for the group",
+        "ct101 (rank 1 of group qwen): the NVIDIA driver - not the same as rank 0's (ct101: 550.127.08, ct100: "
+        "570.153.02) - install the same nvidia_driver_version on every node of the group"]
+    assert G.rank_mismatches("qwen", [{"name": "x", "rank": 0, "facts": FACTS}, {"name": "y", "rank": 1, "facts": FACTS}]) == []
+    unknown = G.rank_mismatches("qwen", [{"name": "x", "rank": 0, "facts": FACTS},
+                                         {"name": "y", "rank": 1, "facts": dict(FACTS, lock_sha256=None)}])
+    assert unknown and "the SGLang lock (its sha256) - unknown here, known on rank 0's" in unknown[0]
+    both = dict(FACTS, driver_version=None)
+    assert G.rank_mismatches("qwen", [{"name": "x", "rank": 0, "facts": both}, {"name": "y", "rank": 1, "facts": both}]) == []
+
+
+def test_the_manifest_digest_ignores_when_and_how_the_files_came():
+    files = [{"path": "config.json", "size": 10, "oid": "1" * 40}, {"path": "m.safetensors", "size": 9, "sha256": "2" * 64}]
+    a = G.manifest_digest({"files": files, "fetched_at": "2026-11-30", "downloader": {"name": "builtin"}})
+    b = G.manifest_digest({"files": list(reversed(files)), "fetched_at": "2026-12-01"})
+    assert a == b and len(a) == 64
+    assert G.manifest_digest({"files": [dict(files[0], oid="3" * 40), files[1]]}) != a
+    assert G.manifest_digest({}) is None
+
+
+def test_the_rendezvous_probe_over_loopback():
+    """listen() accepts the ranks' connects; a port in use is reported as in use; a closed port is refused."""
+    import socket
+    import threading
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    result = {}
+    t = threading.Thread(target=lambda: result.update(G.listen("127.0.0.1", port, 2, 5)))
+    t.start()
+    reached = 0
+    for _i in range(200):       # until the listener is up; a refused connect is not accepted
+        reached += G.connect("127.0.0.1", port, 1)["reachable"]
+        if reached == 2:
+            break
+    t.join()
+    assert reached == 2 and result["listening"] and len(result["accepted"]) == 2
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    assert G.listen("127.0.0.1", holder.getsockname()[1], 1, 1)["in_use"] is True
+    closed = holder.getsockname()[1]
+    holder.close()
+    r = G.connect("127.0.0.1", closed, 1)
+    assert r["reachable"] is False and "refused" in r["error"].lower()
