@@ -16,30 +16,22 @@ from __future__ import absolute_import, division, print_function
 
 import errno
 import hashlib
-import ipaddress
 import json
 import socket
 import time
+
+from .sglang_argv import is_loopback
 
 __metaclass__ = type
 
 WILDCARDS = ("", "0.0.0.0", "::")
 
 
-class GroupError(Exception):
-    pass
-
-
 def _addr_problem(addr):
-    text = str(addr or "").strip("[]")
-    if text in WILDCARDS:
+    if str(addr or "").strip("[]") in WILDCARDS:
         return "is not set"
-    try:
-        if ipaddress.ip_address(text).is_loopback:
-            return "is a loopback address (the other ranks cannot reach it)"
-    except ValueError:
-        if text == "localhost":
-            return "is a loopback address (the other ranks cannot reach it)"
+    if is_loopback(addr):
+        return "is a loopback address (the other ranks cannot reach it)"
     return None
 
 
@@ -52,8 +44,8 @@ def group_layout(hosts):
     """``hosts``: the group members in inventory order, each {name, group, rank (or None), addr, dist_port, port,
     tp_size, pp_size, gpus (the count passed to it, or None when unknown)}.
 
-    Returns {group: {"nnodes", "dist_init_addr", "ranks": [{"name", "rank", "args": {nnodes, node_rank,
-    dist_init_addr}}], "problems": [...]}} - the ranks sorted by rank."""
+    Returns {group: {"nnodes", "dist_init_addr", "rendezvous": {"addr", "port"} (rank 0's, apart), "ranks": [{"name",
+    "rank", "args": {nnodes, node_rank, dist_init_addr}}], "problems": [...]}} - the ranks sorted by rank."""
     groups = {}
     for h in hosts:
         groups.setdefault(str(h["group"]), []).append(h)
@@ -120,6 +112,7 @@ def group_layout(hosts):
                                     % (m["name"], r, name, int(m["gpus"]), per, tp, pp, nnodes, per))
         addr = dist_init_addr(head["addr"], port) if not why and port is not None else None
         out[name] = {"nnodes": nnodes, "dist_init_addr": addr, "problems": problems,
+                     "rendezvous": {"addr": str(head.get("addr") or "").strip("[]"), "port": port},
                      "ranks": [{"name": m["name"], "rank": r,
                                 "args": {"nnodes": nnodes, "node_rank": r, "dist_init_addr": addr}}
                                for r, m in ranked]}

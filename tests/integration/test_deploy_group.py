@@ -3,11 +3,11 @@ server - run here as two local hosts on this machine's own non-loopback address.
 refused by name with nothing launched; ranks that match meet at rank 0's rendezvous (a real listen and TCP connect)
 and each gets nnodes, its node_rank and rank 0's dist_init_addr."""
 import json
-import socket
 import subprocess
 
 import yaml
 
+from ansible_helpers import free_port
 from test_deploy_playbook import PLAYBOOK, ansible_playbook
 
 
@@ -16,14 +16,6 @@ def local_address():
         if ":" not in addr and not addr.startswith("127."):
             return addr
     return None
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def rank_dir(tmp_path, name, oid):

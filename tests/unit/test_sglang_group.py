@@ -13,6 +13,7 @@ def host(name, addr="10.0.3.27", rank=None, gpus=1, tp=2, pp=1, group="qwen", di
 def test_two_ranks_in_inventory_order_get_one_dist_init_addr():
     g = G.group_layout([host("ct100"), host("ct101", addr="10.0.3.101")])["qwen"]
     assert g["problems"] == [] and g["nnodes"] == 2 and g["dist_init_addr"] == "10.0.3.27:5000"
+    assert g["rendezvous"] == {"addr": "10.0.3.27", "port": 5000}
     assert [(r["name"], r["args"]) for r in g["ranks"]] == [
         ("ct100", {"nnodes": 2, "node_rank": 0, "dist_init_addr": "10.0.3.27:5000"}),
         ("ct101", {"nnodes": 2, "node_rank": 1, "dist_init_addr": "10.0.3.27:5000"})]
@@ -21,6 +22,7 @@ def test_two_ranks_in_inventory_order_get_one_dist_init_addr():
 def test_explicit_ranks_choose_rank_0_and_ipv6_is_bracketed():
     g = G.group_layout([host("a", addr="fd00::1", rank=1), host("b", addr="fd00::2", rank=0)])["qwen"]
     assert g["problems"] == [] and g["dist_init_addr"] == "[fd00::2]:5000"
+    assert g["rendezvous"] == {"addr": "fd00::2", "port": 5000}
     assert [(r["name"], r["rank"]) for r in g["ranks"]] == [("b", 0), ("a", 1)]
 
 

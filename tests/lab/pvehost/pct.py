@@ -111,13 +111,13 @@ def translate(vmid, text):
     return "\n".join(out) + "\n"
 
 
-def _options(args, allowed):
+def _options(args, allowed, usage="pct <command> <vmid> [OPTIONS]"):
     """{key: value} of `--key value` pairs, refused as pct refuses them."""
     opts, i = {}, 0
     while i < len(args):
         opt = args[i]
         if not opt.startswith("--") or i + 1 >= len(args):
-            die("400 unable to parse option\nusage: pct <command> <vmid> [OPTIONS]")
+            die("400 unable to parse option\nusage: %s" % usage)
         key, value = opt[2:], args[i + 1]
         i += 2
         if key not in allowed and not INDEXED.match(key):
@@ -299,24 +299,12 @@ def cmd_config(args):
 def cmd_set(args):
     vmid = args[0]
     text = load(vmid)
-    changes, deletes = {}, []
-    rest = args[1:]
-    i = 0
-    while i < len(rest):
-        opt = rest[i]
-        if not opt.startswith("--") or i + 1 >= len(rest):
-            die("400 unable to parse option\nusage: pct set <vmid> [OPTIONS]")
-        key, value = opt[2:], rest[i + 1]
-        i += 2
-        if key == "delete":
-            deletes.extend(k for k in value.split(",") if k)
-            continue
-        if key not in SETTABLE and not INDEXED.match(key):
-            die("Unknown option: %s\n400 unable to parse option" % key)
+    changes = _options(args[1:], SETTABLE | {"delete"}, usage="pct set <vmid> [OPTIONS]")
+    deletes = [k for k in changes.pop("delete", "").split(",") if k]
+    for key, value in changes.items():
         if key.startswith("dev"):
             spec = pve_conf.parse_property_string(value, default_key="path")
             device_node(spec.get("path", ""))
-        changes[key] = value
     new = pve_conf.set_options(text, changes, deletes)
     if new != text:
         with open(conf_path(vmid), "r+") as fh:   # in place, as pmxcfs needs
