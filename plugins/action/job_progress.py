@@ -7,6 +7,12 @@
 One poll is one low-level command on the target (no module upload): it prints the job's results file and the
 progress file. When the job is finished, that file is its result (the JSON async_status would return) and one more
 low-level command removes it.
+
+With ``group``, the hosts waiting in the same task are the members of one thing that must start together (the
+ranks of a multi-node SGLang server): each member writes its outcome to a file on the controller (a directory of
+this ansible-playbook run), reads the others', and stops itself (``group_stop``, an argv run on its target) as soon
+as another member has failed - also after it became ready itself, since a rank left running without its peers
+only hangs. Its task then fails with the failed member's message and facts.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -14,6 +20,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
+import tempfile
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -55,9 +63,70 @@ def job_state(text):
     return "finished"
 
 
+def run_dir(base=None):
+    """This ansible-playbook run's directory for group outcomes: the workers running a task are forked from the
+    playbook process, so its pid and start time name the run (two runs never share a directory)."""
+    ppid = os.getppid()
+    try:
+        with open("/proc/%d/stat" % ppid) as fh:
+            started = fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        started = "0"
+    return os.path.join(base or tempfile.gettempdir(), "gpuserve-groups", "%d-%s" % (ppid, started))
+
+
+def write_outcome(directory, member, outcome):
+    """One member's outcome, written beside and renamed (a reader never sees half a file)."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    path = os.path.join(directory, member + ".json")
+    tmp = path + ".tmp%d" % os.getpid()
+    with open(tmp, "w") as fh:
+        json.dump(outcome, fh)
+    os.rename(tmp, path)
+
+
+def read_outcomes(directory, members):
+    """{member: outcome} of the members that have written one."""
+    found = {}
+    for member in members:
+        try:
+            with open(os.path.join(directory, member + ".json")) as fh:
+                found[member] = json.load(fh)
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def outcome_of(member, rank, result):
+    """What a member tells the others: its status and, when it failed, its message and the parser's facts."""
+    failed = bool(result.get("failed")) or result.get("status") not in (None, "ready")
+    out = {"member": member, "rank": rank, "status": "failed" if failed else "ready"}
+    if failed:
+        out.update(msg=result.get("msg") or "", failure=result.get("failure"), phase=result.get("phase"),
+                   facts=result.get("facts"), launch_id=result.get("launch_id"), stopped_for=result.get("stopped_for"))
+    return out
+
+
+def first_failure(outcomes, me):
+    """The failed member to name (one that failed by itself, not one stopped for another), else None."""
+    failed = [o for name, o in sorted(outcomes.items()) if name != me and o.get("status") == "failed"]
+    own = [o for o in failed if not o.get("stopped_for")]
+    return (own or failed or [None])[0]
+
+
+def who(outcome):
+    return "%s%s" % (outcome["member"], " (rank %s)" % outcome["rank"] if outcome.get("rank") is not None else "")
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("jid", "progress_file", "interval", "timeout", "label"))
+    _VALID_ARGS = frozenset(("jid", "progress_file", "interval", "timeout", "label", "group", "group_members",
+                             "group_rank", "group_stop", "group_timeout", "group_dir"))
+
+    def _stop_self(self, argv):
+        """The member's own stop (an argv list, quoted for the target's shell by Ansible's shell plugin)."""
+        shell = self._connection._shell
+        return self._low_level_execute_command(" ".join(shell.quote(str(a)) for a in argv))
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -67,7 +136,21 @@ class ActionModule(ActionBase):
             interval=dict(type="float", default=10.0),
             timeout=dict(type="float", default=0.0),
             label=dict(type="str", default="job"),
+            group=dict(type="str"),
+            group_members=dict(type="list", elements="str", default=[]),
+            group_rank=dict(type="int"),
+            group_stop=dict(type="list", elements="str", default=[]),
+            group_timeout=dict(type="float", default=600.0),
+            group_dir=dict(type="path"),
         ))
+        me = task_vars.get("inventory_hostname", "localhost")
+        group = args["group"]
+        if group and (me not in args["group_members"] or not args["group_stop"]):
+            raise AnsibleActionFail("group=%s: group_members must list this host (%s) and group_stop must be the argv "
+                                    "that stops it" % (group, me))
+        gdir = os.path.join(args["group_dir"] or run_dir(), group) if group else None
+        peers = [m for m in args["group_members"] if m != me]
+        stopped_for = None
         if args["interval"] < 0:
             raise AnsibleActionFail("interval=%s: give seconds between polls, 0 or more" % args["interval"])
         async_dir = self._remote_expand_user(self.get_shell_option("async_dir", default="~/.ansible_async"))
@@ -87,6 +170,12 @@ class ActionModule(ActionBase):
             if job_state(job_text.strip()) == "finished":
                 final = job_text.strip()
                 break
+            if gdir and stopped_for is None:
+                bad = first_failure(read_outcomes(gdir, peers), me)
+                if bad is not None:
+                    stopped_for = bad
+                    display.display("%s: stopping this member of group %s: %s failed" % (args["label"], group, who(bad)))
+                    self._stop_self(args["group_stop"])
             try:
                 line = progress_line(args["label"], json.loads(progress_text)) if progress_text.strip() else None
             except ValueError:
@@ -108,5 +197,46 @@ class ActionModule(ActionBase):
             status.pop(key, None)
         result.update(status)
         result["polls"] = polls
+        if gdir:
+            self._group_end(result, args, gdir, me, peers, stopped_for)
         result["waited_s"] = round(time.time() - t0, 3)
         return result
+
+    def _group_end(self, result, args, gdir, me, peers, stopped_for):
+        """After this member's job ended: tell the others, wait for their word while this one is ready, and stop it
+        (and fail) when another has failed - no member is left running without the rest."""
+        group = args["group"]
+        if stopped_for is not None:
+            result["stopped_for"] = stopped_for["member"]
+        write_outcome(gdir, me, outcome_of(me, args["group_rank"], result))
+        if result.get("failed") and stopped_for is None:
+            result["group"] = {"name": group, "members": {me: "failed"}}
+            return                                    # its own failure, with its own facts: the others stop
+        deadline = time.time() + args["group_timeout"]
+        outcomes = read_outcomes(gdir, peers)
+        while not result.get("failed") and stopped_for is None and len(outcomes) < len(peers):
+            if first_failure(outcomes, me) is not None or time.time() > deadline:
+                break
+            time.sleep(0.5)
+            outcomes = read_outcomes(gdir, peers)
+        bad = stopped_for or first_failure(outcomes, me)
+        silent = sorted(set(peers) - set(outcomes))
+        if bad is None and not silent:
+            result["group"] = {"name": group, "members": dict((m, "ready") for m in [me] + peers)}
+            return
+        if not result.get("failed"):                 # ready, but the others are not: stop, leave nothing hanging
+            display.display("%s: stopping this member of group %s: %s" % (
+                args["label"], group, "%s failed" % who(bad) if bad else "no word from " + ", ".join(silent)))
+            self._stop_self(args["group_stop"])
+            result["stopped_for"] = bad["member"] if bad else None
+            write_outcome(gdir, me, dict(outcome_of(me, args["group_rank"], dict(result, failed=True)),
+                                         stopped_for=result["stopped_for"] or "silence"))
+        result["failed"] = True
+        result["group"] = {"name": group, "members": dict(
+            [(m, (outcomes.get(m) or {}).get("status", "no word")) for m in peers] + [(me, "stopped")])}
+        if bad is not None:
+            result["group_failure"] = bad
+            result["msg"] = "stopped because %s of group %s failed: %s" % (who(bad), group, bad.get("msg") or "")
+        else:
+            result["msg"] = ("stopped: no word from %s of group %s within %ds (unreachable, or never started); a rank "
+                             "cannot serve without the others" % (", ".join(silent), group, args["group_timeout"]))

@@ -90,6 +90,15 @@ def is_loopback(host):
         return False
 
 
+def helper_rank(args):
+    """True for a rank other than 0 of a multi-node server (``node_rank`` >= 1 with ``nnodes`` > 1): SGLang 0.5.9
+    runs no tokenizer and no API there, only a health server that answers 200 once its schedulers are ready."""
+    try:
+        return int((args or {}).get("nnodes") or 1) > 1 and int((args or {}).get("node_rank") or 0) >= 1
+    except (TypeError, ValueError):
+        return False
+
+
 def local_url(host, port):
     """The URL this machine reaches a server at that binds ``host``:``port`` (a wildcard bind is reached on
     loopback; a specific address only on that address - a server bound to 10.0.3.101 refuses 127.0.0.1)."""

@@ -208,6 +208,42 @@ def listen(addr, port, peers, timeout, clock=time.time):
     return out
 
 
+def _ipv4_of(name):
+    """The IPv4 address of interface ``name`` (SIOCGIFADDR), None if it has none."""
+    import fcntl
+    import struct
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        raw = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", name.encode("utf-8")[:15]))
+        return socket.inet_ntoa(raw[20:24])
+    except OSError:
+        return None
+    finally:
+        sock.close()
+
+
+def interface_to(addr, port=9):
+    """The network interface this machine reaches ``addr`` through - the one NCCL and Gloo must use
+    (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME): the kernel's source address for it (a UDP connect, nothing is sent),
+    then the interface holding that address. For rank 0's own address, the interface that holds it. IPv4 only;
+    None when it cannot be told."""
+    host = str(addr).strip("[]")
+    if _family(host) != socket.AF_INET:
+        return None
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sock.connect((host, int(port)))
+        source = sock.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        sock.close()
+    for _index, name in socket.if_nameindex():
+        if name != "lo" and _ipv4_of(name) == source:
+            return name
+    return None
+
+
 def connect(addr, port, timeout):
     """A rank's half: a TCP connect to rank 0's rendezvous. {"reachable", "error"} - the error as the socket
     said it (refused, timed out, no route), which tells a firewall from a wrong address."""

@@ -130,7 +130,10 @@ _IMPORT_MARKERS = ("ImportError", "ModuleNotFoundError", "undefined symbol", "Co
 _NCCL_MARKERS = ("gloo/transport/tcp", "ProcessGroupGloo", "Gloo connectFullMesh failed", "NCCL error",
                  "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "DistBackendError",
                  "DistNetworkError", "ProcessGroupNCCL", "ncclCommInitRank", "Watchdog caught collective",
-                 "NCCL WARN", "torch.distributed.DistError", "init_process_group")
+                 "NCCL WARN", "torch.distributed.DistError", "init_process_group", "DistStoreError")
+# torch's TCPStore meeting of several nodes (init_process_group with tcp://<--dist-init-addr>), libtorch's wording
+_RENDEZVOUS_MARKERS = ("waiting for clients.", "The client socket has timed out after",
+                       "The server socket has failed to listen", "Connection was likely closed")
 # Hub access refusals huggingface_hub prints as bare lines (no exception class in front)
 _HUB_ACCESS = ("is restricted. You must have access to it and be authenticated", "You must be authenticated to access",
                "Cannot access gated repo for url", "Access to model", "401 Client Error: Unauthorized for url",
@@ -985,6 +988,11 @@ def hint_for(failure, facts, parser=None):
         return ("The Python environment is broken: %s. Rebuild it with the sglang_venv role (pinned sglang 0.5.9, "
                 "torch 2.9.1, sgl-kernel 0.3.21, flashinfer 0.6.3) and check that flash-attn/sgl-kernel wheels "
                 "match torch, CUDA and the Python ABI." % what)
+    if kind == "nccl_error" and any(mk in msg for mk in _RENDEZVOUS_MARKERS):
+        return ("The ranks never met at --dist-init-addr (torch's TCPStore on rank 0): a rank did not start, died "
+                "before joining, cannot reach rank 0's address and port (firewall, route, wrong address), or the port "
+                "is taken on rank 0. Read the other ranks' logs for the first error, check a TCP connect from every "
+                "rank to that port, and start all ranks together (deploy.yml does).")
     if kind == "nccl_error":
         return ("NCCL / torch.distributed failed. Check that every GPU of the TP group is visible in the container "
                 "(nvidia-smi), try NCCL_P2P_DISABLE=1 or --disable-custom-all-reduce on PCIe-only cards, and "

@@ -313,10 +313,12 @@ def write_progress(path, message, state="starting"):
 
 
 def watch(proc_or_pid, log_path, offset, base_url, health="/health_generate", timeout=600.0, poll=0.1,
-          api_key=None, grace=3.0, progress_file=None):
+          api_key=None, grace=3.0, progress_file=None, log_ready=True):
     """Follow one launch until ready, failed or timeout; returns a result dict (see the module's RETURN). With
     ``progress_file``, the phase reached and the numbers logged so far are written there as they change (and at
-    least every 30 s), for a poller to print."""
+    least every 30 s), for a poller to print. ``log_ready=False`` is for a rank other than 0 of a multi-node
+    server: SGLang 0.5.9 logs no readiness there (its health server runs at log level warning), so health is asked
+    from the start."""
     t0 = time.time()
     said = (None, None)
     said_at = 0.0
@@ -346,7 +348,7 @@ def watch(proc_or_pid, log_path, offset, base_url, health="/health_generate", ti
             break
         if fatal_at is not None and now - fatal_at > grace:
             break                       # logged a fatal error and did not exit in time: report anyway
-        if res.ready and now - last_probe >= 0.5:
+        if (res.ready or not log_ready) and now - last_probe >= 0.5:
             last_probe = now
             code, _body = http_get(base_url + health, timeout=5.0, api_key=api_key)
             if code == 200:

@@ -46,6 +46,37 @@ options:
     description: Prefix of the progress lines.
     type: str
     default: job
+  group:
+    description:
+      - Name of a group of hosts whose jobs must succeed together (the ranks of one multi-node SGLang server). Each
+        member writes its outcome to a file on the controller, in a directory of this ansible-playbook run, and
+        reads the others'.
+      - When another member has failed, this one is stopped with O(group_stop) at once, also if it was already
+        ready, and the task fails with the failed member's message, rank and facts (RV(group_failure)).
+      - All members must wait in the same task of the same run (no C(serial) batches that split them).
+    type: str
+  group_members:
+    description: Inventory names of every member of O(group), this host included.
+    type: list
+    elements: str
+    default: []
+  group_rank:
+    description: This member's rank, named in the others' messages.
+    type: int
+  group_stop:
+    description: Argv run on this host to stop it when another member failed (for example C([systemctl, stop, sglang-qwen.service])).
+    type: list
+    elements: str
+    default: []
+  group_timeout:
+    description: Seconds a member that is ready waits for the word of the others; a member silent that long
+      (unreachable, never started) stops it too.
+    type: float
+    default: 600
+  group_dir:
+    description: Controller directory for the outcomes (a subdirectory per group); default one per run under the
+      controller's temporary directory.
+    type: path
 attributes:
   action:
     description: Runs as an action plugin on the controller; each poll is a low-level command on the target.
@@ -81,6 +112,14 @@ EXAMPLES = r"""
     interval: 10
     label: Qwen/Qwen3.6-27B
   register: model
+
+- name: Each rank of a multi-node server, ready together or stopped together
+  gpuserve.sglang.job_progress:
+    jid: "{{ start.ansible_job_id }}"
+    group: qwen
+    group_members: [ct129, ct130]
+    group_rank: "{{ 0 if inventory_hostname == 'ct129' else 1 }}"
+    group_stop: [systemctl, stop, sglang-qwen.service]
 """
 
 RETURN = r"""
@@ -92,4 +131,19 @@ waited_s:
   description: Seconds spent waiting.
   returned: always
   type: float
+group:
+  description: With O(group), the group's name and each member's state as this one saw it (C(ready), C(failed),
+    C(stopped), C(no word)).
+  returned: when group is set
+  type: dict
+  sample: {"name": "qwen", "members": {"ct100": "stopped", "ct101": "failed"}}
+group_failure:
+  description: The member whose failure stopped this one - C(member), C(rank), C(msg), C(failure) (the parser's
+    kind, message, hint), C(phase), C(facts), C(launch_id).
+  returned: when this member was stopped because another failed
+  type: dict
+stopped_for:
+  description: The member this one was stopped for (null when the others went silent).
+  returned: when this member was stopped
+  type: str
 """

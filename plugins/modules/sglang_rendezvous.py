@@ -99,10 +99,18 @@ error:
   description: What the socket said when it failed (None when it did not).
   returned: always
   type: str
+interface:
+  description:
+    - The network interface this container reaches O(addr) through (for rank 0, the one holding O(addr)) - what
+      C(NCCL_SOCKET_IFNAME) and C(GLOO_SOCKET_IFNAME) must name so NCCL and Gloo use the network the rendezvous
+      uses. IPv4 only; null when it cannot be told.
+  returned: always
+  type: str
+  sample: eth0
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_group import connect, listen
+from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_group import connect, interface_to, listen
 
 
 def main():
@@ -122,9 +130,11 @@ def main():
     if p["mode"] == "listen":
         result = listen(p["addr"], p["port"], p["peers"], p["timeout"])
         if result["error"]:
-            module.fail_json(msg=result["error"], changed=False, **dict((k, v) for k, v in result.items() if k != "error"))
+            module.fail_json(msg=result["error"], changed=False, interface=None,
+                             **dict((k, v) for k, v in result.items() if k != "error"))
     else:
         result = connect(p["addr"], p["port"], p["timeout"])
+    result["interface"] = interface_to(p["addr"], p["port"])
     module.exit_json(changed=False, **result)
 
 

@@ -245,7 +245,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import (
-    SECRET_ARGS, ArgvError, config_text, is_loopback, local_url, server_argv,
+    SECRET_ARGS, ArgvError, config_text, helper_rank, is_loopback, local_url, server_argv,
 )
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import (
     config_hash, environment_file, exec_failure, failure_message, http_get, keep_running, launch, load_salt, owned_by,
@@ -423,7 +423,7 @@ def main():
     write_state(state_path, {"pid": pid, "config_hash": chash, "launch_id": launch_id, "log_path": log_path,
                              "log_offset": offset, "argv": argv, "manager": p["manager"]})
     out = watch(proc, log_path, offset, base_url, health=p["health"], timeout=p["ready_timeout"],
-                api_key=p["api_key"], progress_file=p["progress_file"])
+                api_key=p["api_key"], progress_file=p["progress_file"], log_ready=not helper_rank(args))
     result.update(out)
     result["launch_id"] = launch_id
     if out["status"] == "ready":

@@ -77,14 +77,19 @@ def kill_tree(proc):
     time.sleep(0.5)
 
 
-def run_playbook(plays, tmp_path, check=False):
-    """Write plays (a list of play dicts) to a playbook in tmp_path and run it with ansible-playbook."""
+def run_playbook(plays, tmp_path, check=False, inventory=None):
+    """Write plays (a list of play dicts) to a playbook in tmp_path and run it with ansible-playbook (with an
+    inventory dict, written beside it, instead of the implicit localhost)."""
     pb = tmp_path / "pb.yml"
     pb.write_text(json.dumps(plays))
+    inv = []
+    if inventory is not None:
+        (tmp_path / "inventory.yml").write_text(json.dumps(inventory))
+        inv = ["-i", str(tmp_path / "inventory.yml")]
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
                ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER=sys.executable,
                ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-    cmd = [os.path.join(VENV_BIN, "ansible-playbook"), str(pb)] + (["--check"] if check else [])
+    cmd = [os.path.join(VENV_BIN, "ansible-playbook"), str(pb)] + inv + (["--check"] if check else [])
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
 
 

@@ -280,3 +280,101 @@ def test_a_plan_far_from_the_actual_capacity_is_warned_with_both_numbers(server)
     assert any("planned 150000 KV tokens, SGLang reports 207346" in w for w in r.get("warnings", [])), r.get("warnings")
     close = run_module(M, scen(server, "ready_tp1_dense", plan_max_total_num_tokens=200000, args={"context_length": 4096}))
     assert close["plan_vs_actual"]["within_tolerance"] is True and not close.get("warnings")
+
+
+def test_two_ranks_meet_and_a_rank_other_than_0_is_ready_by_its_health_server_alone(server, tmp_path):
+    """Two ranks of one --nnodes 2 server on this machine: neither starts up until both have met at rank 0's
+    --dist-init-addr; rank 1 logs no readiness (0.5.9) and is watched by its health server; alone, rank 1 fails
+    with torch's TCPStore timeout, named as a meeting that failed."""
+    from ansible_helpers import free_port
+    import threading
+    dist = "127.0.0.1:%d" % free_port()
+    group = {"tp_size": 2, "nnodes": 2, "dist_init_addr": dist, "dist_timeout": 60}
+    rank0 = scen(server, "ready_tp1_dense", args=dict(group, node_rank=0))
+    port1 = free_port()
+    rank1 = scen(dict(server, name="t%d" % port1, port=port1, state_dir=str(tmp_path / "state1")), "ready_tp1_dense",
+                 args=dict(group, node_rank=1))
+    try:
+        results = {}
+        threads = [threading.Thread(target=lambda k=k, a=a: results.__setitem__(k, run_module(M, a)))
+                   for k, a in (("r0", rank0), ("r1", rank1))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        r0, r1 = results["r0"], results["r1"]
+        assert r0["status"] == "ready" and r1["status"] == "ready", (r0.get("msg"), r1.get("msg"))
+        assert r0["server_info"]["max_total_num_tokens"] == 207346
+        assert r1["server_info"] is None                 # no API on a rank other than 0
+        assert "The server is fired up" not in "\n".join(r1["log_tail"])
+        assert "--node-rank" in r1["argv"] and r1["argv"][r1["argv"].index("--dist-init-addr") + 1] == dist
+        # rank 1 again, ready: the quick look answers by its health server too
+        again = run_module(M, rank1)
+        assert again["changed"] is False and again["status"] == "ready"
+        # rank 0 stopped: a restarted rank 1 waits for it, then gives up with torch's words (60 s / speed 40)
+        run_module(M, {"name": server["name"], "manager": "process", "state": "stopped", "state_dir": server["state_dir"]})
+        alone = run_module(M, dict(rank1, state="restarted"))
+        assert alone["status"] == "failed" and alone["failure"]["kind"] == "nccl_error"
+        assert "The client socket has timed out after 60000ms while trying to connect to (127.0.0.1, %s)" % \
+            dist.split(":")[1] in alone["failure"]["message"]
+        assert "never met at --dist-init-addr" in alone["failure"]["hint"]
+    finally:
+        run_module(M, {"name": rank1["name"], "manager": "process", "state": "stopped", "state_dir": rank1["state_dir"]})
+
+
+def _group_run(server, tmp_path, scenarios):
+    """Two ranks as two inventory hosts (local connection), started in the background in one task and waited for
+    by job_progress with group= (the role's shape); returns the run and each rank's module args."""
+    from ansible_helpers import free_port
+    dist = "127.0.0.1:%d" % free_port()
+    hosts = {}
+    for rank, scenario in enumerate(scenarios):
+        port = server["port"] if rank == 0 else free_port()
+        a = scen(dict(server, name="t%d" % port, port=port, state_dir=str(tmp_path / ("state%d" % rank))), scenario,
+                 args={"tp_size": 2, "nnodes": 2, "node_rank": rank, "dist_init_addr": dist, "dist_timeout": 60})
+        state = os.path.join(a["state_dir"], a["name"] + ".state.json")
+        stop = [sys.executable, "-c", "import json, os; os.kill(json.load(open(%r))['pid'], 15)" % state]
+        hosts["r%d" % rank] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                               "a": a, "rank": rank, "stop": stop}
+    p = run_playbook([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "start", "gpuserve.sglang.sglang_server": "{{ a }}", "async": 300, "poll": 0, "register": "job"},
+        {"name": "wait", "register": "done", "gpuserve.sglang.job_progress": {
+            "jid": "{{ job.ansible_job_id }}", "interval": 0.2, "label": "sglang-{{ inventory_hostname }}",
+            "group": "g", "group_members": ["r0", "r1"], "group_rank": "{{ rank }}", "group_stop": "{{ stop }}",
+            "group_timeout": 60}},
+        {"name": "said", "ansible.builtin.debug": {"msg": "{{ inventory_hostname }} group {{ done.group.members | dictsort | map('join', '=') | join(',') }}"}},
+    ]}], tmp_path, inventory={"all": {"hosts": hosts}})
+    return p, [hosts["r0"]["a"], hosts["r1"]["a"]]
+
+
+def test_ranks_of_a_group_are_ready_together(server, tmp_path):
+    p, ranks = _group_run(server, tmp_path, ["ready_tp1_dense", "ready_tp1_dense"])
+    try:
+        assert p.returncode == 0, p.stdout[-3000:]
+        assert "msg: r0 group r0=ready,r1=ready" in p.stdout and "msg: r1 group r0=ready,r1=ready" in p.stdout
+    finally:
+        for a in ranks:
+            run_module(M, {"name": a["name"], "manager": "process", "state": "stopped", "state_dir": a["state_dir"]})
+
+
+def test_a_failing_rank_stops_the_other_and_is_named_with_its_own_facts(server, tmp_path):
+    """Rank 1 joins the meeting, then dies of the seed's KV-pool error; rank 0 would wait on it for ever (as in a
+    collective): it is stopped, and its task names rank 1's failure and numbers, not an echo of its own."""
+    t0 = time.time()
+    p, ranks = _group_run(server, tmp_path, ["ready_tp1_dense", "kv_pool_oom_tp2_nextn_seed"])
+    try:
+        took = time.time() - t0
+        assert p.returncode != 0
+        out = p.stdout
+        assert "stopping this member of group g: r1 (rank 1) failed" in out, out[-4000:]
+        assert "stopped because r1 (rank 1) of group g failed:" in out and "Not enough memory" in out
+        assert "kind: kv_pool_oom" in out and "mem_fraction_static: 0.85" in out      # rank 1's facts, in rank 0's task
+        assert "fatal: [r1]" in out and "fatal: [r0]" in out
+        for a in ranks:                                   # nothing left running
+            st = json.load(open(os.path.join(a["state_dir"], a["name"] + ".state.json")))
+            assert st["pid"] is None or not os.path.exists("/proc/%d" % st["pid"]) or \
+                open("/proc/%d/stat" % st["pid"]).read().split(") ")[1][0] == "Z", st
+        assert took < 60                                  # not rank 0's ready timeout
+    finally:
+        for a in ranks:
+            run_module(M, {"name": a["name"], "manager": "process", "state": "stopped", "state_dir": a["state_dir"]})

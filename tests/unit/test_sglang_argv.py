@@ -124,3 +124,12 @@ def test_a_launchs_args_are_read_back_from_its_argv_exactly():
     argv = A.server_argv("/v/bin/python", "/srv/models/q", dict(args, host="0.0.0.0", port=30000),
                          config_file="/etc/sglang/q.yaml")
     assert A.args_from_argv(argv) == args
+
+
+@pytest.mark.parametrize("args, helper", [
+    ({}, False), ({"nnodes": 2, "node_rank": 0}, False), ({"nnodes": 2, "node_rank": 1}, True),
+    ({"nnodes": 1, "node_rank": 1}, False), ({"nnodes": "3", "node_rank": "2"}, True), ({"nnodes": "x"}, False),
+    (None, False),
+])
+def test_a_rank_other_than_0_of_several_nodes_serves_no_api(args, helper):
+    assert A.helper_rank(args) is helper

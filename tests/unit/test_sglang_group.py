@@ -106,3 +106,19 @@ def test_the_rendezvous_probe_over_loopback():
     holder.close()
     r = G.connect("127.0.0.1", closed, 1)
     assert r["reachable"] is False and "refused" in r["error"].lower()
+
+
+def test_the_interface_to_an_address_is_the_one_holding_the_source_address():
+    """NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME from the kernel's own answer: for every non-loopback interface of
+    this machine with an IPv4 address, its own address is reached 'through' it; loopback and IPv6 say nothing."""
+    import socket
+    seen = 0
+    for _i, name in socket.if_nameindex():
+        addr = G._ipv4_of(name)
+        if name == "lo" or not addr:
+            continue
+        assert G.interface_to(addr) == name
+        seen += 1
+    assert seen >= 1
+    assert G.interface_to("127.0.0.1") is None and G.interface_to("::1") is None
+    assert G.interface_to("not an address") is None

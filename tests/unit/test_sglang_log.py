@@ -30,6 +30,8 @@ CASES = {
     "unsupported_arch_import_cause.log": ("failed", "load_weights", "import_error", "TP0"),
     "unsupported_model.log": ("failed", "load_weights", "unsupported_model", None),
     "nccl_error.log": ("failed", "dist_init", "nccl_error", "TP1"),
+    "rendezvous_client_timeout.log": ("failed", "dist_init", "nccl_error", "TP1"),
+    "rendezvous_store_timeout.log": ("failed", "dist_init", "nccl_error", "TP0"),
     "model_not_found_gated.log": ("failed", "args", "model_not_found", None),
     "model_not_found_path.log": ("failed", "args", "model_not_found", None),
     "tp_mismatch.log": ("failed", "load_weights", "tp_mismatch", "TP2"),
@@ -65,6 +67,15 @@ def test_fixture_outcome_phase_kind_rank(name):
         assert f["hint"]
         assert set(f) >= {"kind", "message", "rank", "phase", "traceback", "hint"}
     json.dumps(r)  # facts must be plain data (Ansible returns them as JSON)
+
+
+@pytest.mark.parametrize("name", ["rendezvous_client_timeout.log", "rendezvous_store_timeout.log"])
+def test_a_multi_node_meeting_that_failed_is_named_as_such(name):
+    f = SL.parse_log(fixture_text("sglang_logs", name))["failure"]
+    assert f["message"].startswith(("torch.distributed.DistNetworkError", "torch.distributed.DistStoreError"))
+    assert "never met at --dist-init-addr" in f["hint"] and "TCP connect" in f["hint"]
+    # an NCCL failure after the meeting keeps the NCCL hint
+    assert "never met" not in SL.parse_log(fixture_text("sglang_logs", "nccl_error.log"))["failure"]["hint"]
 
 
 def test_seed_failure_reports_the_error_not_the_sigquit_echo_with_numbers_in_the_hint():

@@ -23,6 +23,25 @@ The API key, as SGLang 0.5.9 handles it (read in the 0.5.9 wheel; nothing here i
 - with a key, every request but ``OPTIONS``, ``/health*`` and ``/metrics`` needs ``Authorization: Bearer <key>``
   (``srt/utils/auth.py`` ``decide_request_auth``, NORMAL level; scheme case-insensitive, constant-time compare),
   else 401 ``{"error": "Unauthorized"}``; without a key nothing is checked.
+Several nodes (``--nnodes`` > 1, ``--node-rank``, ``--dist-init-addr``), as 0.5.9 and the torch it pins do it:
+- every node's scheduler meets the others in torch's ``init_process_group`` (``srt/model_executor/model_runner.py``
+  ``init_torch_distributed``: ``tcp://<dist_init_addr>``, world size tp x pp, ``timeout=--dist-timeout``, None meaning
+  torch's NCCL default of 10 min), right after "Init torch distributed begin.": rank 0 is the TCPStore master and
+  listens on the port on every address (and holds it while the process lives); the others connect, retrying until
+  the timeout. Start-up goes on only once all have joined. The two ways it fails carry torch's own format strings (read from libtorch_cpu.so, the
+  chrono duration as fmt prints milliseconds) inside 0.5.9's "Scheduler hit an exception" and its sigquit:
+  ``torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect to
+  (<host>, <port>).`` on a rank that cannot connect, ``torch.distributed.DistStoreError: Timed out after 600 seconds
+  waiting for clients. 1/2 clients joined.`` on rank 0 when a rank never comes. The waits are the real ones
+  divided by SGLANG_STANDIN_SPEED;
+- a rank other than 0 runs no tokenizer and no HTTP server of its own: once its scheduler is ready (the log's
+  "max_total_num_tokens=" line) 0.5.9 starts ``launch_dummy_health_check_server`` (``srt/entrypoints/engine.py``
+  ``_launch_subprocesses``; ``srt/utils/common.py``) on --host/--port, uvicorn at log level warning (so nothing is
+  logged), answering GET /ping, /health and /health_generate with 200 always - no API key, no real health - and
+  404 to anything else; it then waits on its schedulers;
+- a rank whose peer is gone after the meeting is not told: the stand-in's rank 0 stops its start-up where it is and
+  waits (the real one waits in a collective until NCCL's watchdog, 10 min), and once up answers /health_generate
+  with 503; a rank other than 0 keeps answering 200. Nothing stops them but a signal, as with the real server.
 Scenario: the file <model-path>/standin_scenario, else SGLANG_STANDIN_SCENARIO (default ready_tp1_dense). Nothing here touches a GPU.
 """
 import argparse
@@ -31,6 +50,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sys
 import threading
 import time
@@ -107,6 +127,11 @@ def parse_args(argv):
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
     p.add_argument("--tp-size", "--tensor-parallel-size", type=int, default=1)
+    p.add_argument("--pp-size", "--pipeline-parallel-size", type=int, default=1)
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--dist-init-addr")
+    p.add_argument("--dist-timeout", type=int)
     p.add_argument("--mem-fraction-static", type=float)
     p.add_argument("--context-length", type=int)
     p.add_argument("--max-running-requests", type=int)
@@ -135,7 +160,140 @@ class State(object):
     args = None
     facts = {}
     in_flight = 0
+    peer_lost = False
     lock = threading.Lock()
+
+
+class RendezvousError(Exception):
+    """What torch raises in init_process_group, as "torch.distributed.<Class>: <message>"."""
+
+
+def _dist_addr(args):
+    """(host, port) of the TCPStore: --dist-init-addr, else 0.5.9's single-node 127.0.0.1 (a port of its own)."""
+    if not args.dist_init_addr:
+        return "127.0.0.1", args.port + 1
+    host, _sep, port = args.dist_init_addr.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def rendezvous(args, state, speed):
+    """torch's TCPStore meeting of init_process_group (see the module doc); returns the open sockets to keep."""
+    world = args.tp_size * args.pp_size
+    mine = world // args.nnodes
+    host, port = _dist_addr(args)
+    timeout = args.dist_timeout or 600          # seconds; None -> torch's default_pg_nccl_timeout (10 min)
+    deadline = time.time() + timeout / speed
+    if args.node_rank == 0:
+        srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            srv.bind(("0.0.0.0", port))
+        except OSError as exc:
+            raise RendezvousError("DistNetworkError", "The server socket has failed to listen on any local network "
+                                  "address. port: %d, useIpv6: false, code: -%d, name: EADDRINUSE, message: address "
+                                  "already in use" % (port, exc.errno or 98))
+        srv.listen(64)
+        joined, peers = mine, []
+        while joined < world:
+            srv.settimeout(max(0.05, deadline - time.time()))
+            try:
+                conn, _addr = srv.accept()
+            except socket.timeout:
+                raise RendezvousError("DistStoreError", "Timed out after %d seconds waiting for clients. %d/%d clients "
+                                      "joined." % (timeout, joined, world))
+            conn.settimeout(5)
+            try:
+                hello = conn.recv(64).decode("ascii", "replace").split()
+                joined += int(hello[2])
+                peers.append(conn)
+            except (OSError, ValueError, IndexError):
+                conn.close()
+        for conn in peers:
+            conn.sendall(b"go\n")
+
+        def keep_listening():           # the TCPStore serves (and holds its port) as long as the process lives
+            srv.settimeout(None)
+            while True:
+                try:
+                    srv.accept()[0].close()
+                except OSError:
+                    time.sleep(0.1)
+        threading.Thread(target=keep_listening, daemon=True).start()
+    else:
+        while True:
+            try:
+                conn = socket.create_connection((host, port), timeout=max(0.05, min(1.0, deadline - time.time())))
+                break
+            except OSError:
+                if time.time() >= deadline:
+                    raise RendezvousError("DistNetworkError", "The client socket has timed out after %dms while "
+                                          "trying to connect to (%s, %d)." % (timeout * 1000, host, port))
+                time.sleep(min(1.0, max(0.0, deadline - time.time())))
+        conn.sendall(("join %d %d\n" % (args.node_rank, mine)).encode("ascii"))
+        conn.settimeout(max(0.05, deadline - time.time()))
+        try:
+            go = conn.recv(3)
+        except socket.timeout:
+            go = None
+        if not go:
+            raise RendezvousError("DistNetworkError", "Failed to recv, got 0 bytes. Connection was likely closed. Did "
+                                  "the remote server shutdown or crash?")
+        peers = [conn]
+
+    def watch_peers():
+        for conn in peers:
+            conn.settimeout(None)
+        while peers:
+            for conn in list(peers):
+                try:
+                    conn.settimeout(0.2)
+                    if conn.recv(1) == b"":
+                        state.peer_lost = True
+                        peers.remove(conn)
+                except socket.timeout:
+                    pass
+                except OSError:
+                    state.peer_lost = True
+                    peers.remove(conn)
+    threading.Thread(target=watch_peers, daemon=True).start()
+    return peers
+
+
+def rendezvous_failure(prefix, error):
+    """0.5.9's scheduler traceback around torch's error (scheduler.py run_scheduler_process) and its sigquit."""
+    kind, message = error.args
+    site = "/opt/sglang/venv/lib/python3.11/site-packages"
+    return [
+        "[%s] Scheduler hit an exception: Traceback (most recent call last):" % prefix,
+        '  File "%s/sglang/srt/managers/scheduler.py", line 3179, in run_scheduler_process' % site,
+        "    scheduler = Scheduler(",
+        '  File "%s/sglang/srt/model_executor/model_runner.py", line 804, in init_torch_distributed' % site,
+        "    init_distributed_environment(",
+        '  File "%s/sglang/srt/distributed/parallel_state.py", line 1567, in init_distributed_environment' % site,
+        "    torch.distributed.init_process_group(",
+        '  File "%s/torch/distributed/rendezvous.py", line 189, in _create_c10d_store' % site,
+        "    return TCPStore(",
+        "torch.distributed.%s: %s" % (kind, message),
+        "",
+        "[%s] Received sigquit from a child process. It usually means the child failed."
+        % prefix.split(" TP")[0],
+    ]
+
+
+def dummy_health_handler():
+    """srt/utils/common.py launch_dummy_health_check_server of 0.5.9: 200 on three paths, no key, nothing logged."""
+    class D(BaseHTTPRequestHandler):
+        def log_message(self, fmt, *a):
+            pass
+
+        def do_GET(self):  # noqa: N802
+            path = self.path.split("?")[0]
+            body = b"" if path in ("/ping", "/health", "/health_generate") else b'{"detail":"Not Found"}'
+            self.send_response(200 if not body else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+    return D
 
 
 def make_handler(state):
@@ -158,6 +316,8 @@ def make_handler(state):
             path = self.path.split("?")[0]
             if not authorized(a.api_key, "GET", path, self.headers.get("Authorization")):
                 return self._send(401, {"error": "Unauthorized"})
+            if path == "/health_generate" and state.peer_lost:
+                return self._send(503)          # a generation needs every rank; one is gone
             if path in ("/health", "/health_generate"):
                 return self._send(200 if state.status == "Up" else 503)
             if path in ("/model_info", "/get_model_info"):
@@ -250,6 +410,7 @@ def main():
         lines.insert(0, "[%s] server_args=ServerArgs()" % (m.group(1) if m else time.strftime("%Y-%m-%d %H:%M:%S")))
     prev = None
     server = None
+    met = args.nnodes <= 1
     for line in lines:
         m = TS.match(line)
         if m and prev is not None:
@@ -258,6 +419,25 @@ def main():
             time.sleep(min(delay, 2.0))
         if m:
             prev = time.mktime(time.strptime(m.group(1)[:19], "%Y-%m-%d %H:%M:%S"))
+        while met and args.nnodes > 1 and state.peer_lost and state.status != "Up":
+            time.sleep(3600)            # a collective with a rank that is gone: no word, no end
+        if args.nnodes > 1 and args.node_rank > 0 and "Started server process" in line:
+            break                       # only rank 0 runs the tokenizer and the HTTP server
+        if not met and "Init torch distributed begin." in line:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+            met = True
+            try:
+                rendezvous(args, state, speed)
+            except RendezvousError as exc:
+                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime((prev or time.time())
+                                                                          + (args.dist_timeout or 600)))
+                rank = args.node_rank * (args.tp_size * args.pp_size // args.nnodes)
+                for out in rendezvous_failure("%s TP%d" % (when, rank), exc):
+                    sys.stderr.write(out + "\n")
+                sys.stderr.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+            continue
         if "Started server process" in line and server is None:
             try:
                 server = ThreadingHTTPServer((args.host, args.port), make_handler(state))
@@ -278,8 +458,17 @@ def main():
         sys.stderr.flush()
         if "Received sigquit" in line:
             os.kill(os.getpid(), signal.SIGKILL)
-        if "scheduler is dead" in line:
-            pass
+        if args.nnodes > 1 and args.node_rank > 0 and "max_total_num_tokens=" in line:
+            try:
+                dummy = ThreadingHTTPServer((args.host, args.port), dummy_health_handler())
+            except OSError:
+                sys.stderr.write("[%s] ERROR:    [Errno 98] error while attempting to bind on address ('%s', %d): "
+                                 "address already in use\n" % (time.strftime("%Y-%m-%d %H:%M:%S"), args.host, args.port))
+                sys.stderr.flush()
+                hang = True             # the health thread died; the schedulers go on
+                break
+            threading.Thread(target=dummy.serve_forever, daemon=True).start()
+            state.status = "Up"
     if hang:
         while True:
             time.sleep(3600)
