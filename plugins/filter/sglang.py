@@ -60,7 +60,8 @@ def sglang_server_groups(hostvars, names):
         args = hv.get("sglang_server_args") or {}
         gpus = hv.get("lxc_gpu_passthrough_gpus")
         hosts.append({"name": name, "group": hv.get("sglang_server_group"), "rank": hv.get("sglang_server_node_rank"),
-                      "addr": hv.get("sglang_server_group_addr"), "dist_port": hv.get("sglang_server_dist_port", 5000),
+                      "addr": hv.get("sglang_server_group_addr") or (hv.get("ansible_default_ipv4") or {}).get("address"),
+                      "dist_port": hv.get("sglang_server_dist_port", 5000),
                       "port": hv.get("sglang_server_port", 30000), "tp_size": args.get("tp_size", 1),
                       "pp_size": args.get("pp_size", 1), "gpus": len(gpus) if isinstance(gpus, (list, tuple)) and gpus else None})
     return group_layout(hosts)

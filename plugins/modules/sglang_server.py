@@ -23,6 +23,10 @@ description:
   - Failures carry the same facts as M(gpuserve.sglang.sglang_log_facts) (C(failure.kind), C(hint), numbers).
   - Idempotent, the hash of argv, environment and model revision is recorded; the same configuration running
     and healthy is left alone, a different one is restarted.
+  - A rank other than 0 of a multi-node server (O(args) with C(nnodes) > 1 and C(node_rank) >= 1) logs no
+    readiness and serves no API in SGLang 0.5.9, only a health server once its schedulers are ready; it is
+    watched by that health server. Starting and stopping the ranks together is the caller's (the role waits
+    with M(gpuserve.sglang.job_progress) and O(gpuserve.sglang.job_progress#module:group)).
 author:
   - gpuserve.sglang contributors (@gpuserve)
 options:

@@ -36,7 +36,8 @@ def inventory(tmp_path, addr, port, oids):
                        "proxmox_vmid": 129 + i, "gpuserve_node": "pve1", "gpuserve_venv": venv,
                        "sglang_server_model_path": model, "sglang_server_group": "qwen",
                        "sglang_server_group_addr": addr, "sglang_server_dist_port": port,
-                       "sglang_server_args": {"tp_size": 2}}
+                       "sglang_server_args": {"tp_size": 2},
+                       "sglang_server_plan_gpus": [{"name": "NVIDIA RTX A6000", "memory_total_mib": 49140 + i}]}
     inv = {"all": {"children": {
         "pve_nodes": {"hosts": {"pve1": {"ansible_connection": "local",
                                          "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}},
@@ -68,6 +69,26 @@ def test_matching_ranks_meet_at_rank_0s_rendezvous_and_get_their_args(tmp_path):
     want = "%s:%d" % (addr, port)
     assert out.count("dist_init_addr: %s" % want) >= 2, out[-3000:]
     assert "node_rank: 0" in out and "node_rank: 1" in out and "nnodes: 2" in out
+    # NCCL and Gloo on the interface that holds the address (as `ip` tells it), for both ranks; the members in order
+    iface = subprocess.run(["ip", "-o", "-4", "addr", "show", "to", addr], capture_output=True, text=True,
+                           check=True).stdout.split()[1]
+    assert out.count("NCCL_SOCKET_IFNAME: %s" % iface) == 2 and out.count("GLOO_SOCKET_IFNAME: %s" % iface) == 2
+    assert out.count("sglang_server_group_members:\n        - rank-a\n        - rank-b") == 2, out[-3000:]
+    # each rank is planned as a rank of the whole layout: the GPUs of both ranks, in rank order
+    both = out.split("sglang_server_plan_gpus:")[1:]
+    assert len(both) == 2 and all(g.index("memory_total_mib: 49140") < g.index("memory_total_mib: 49141")
+                                  for g in both), out[-3000:]
+
+
+def test_the_operators_nccl_interface_wins(tmp_path):
+    path = inventory(tmp_path, local_address(), free_port(), ["1" * 40, "1" * 40])
+    inv = yaml.safe_load(open(path))
+    inv["all"]["children"]["sglang_containers"]["hosts"]["rank-b"]["sglang_server_public_env"] = {
+        "NCCL_SOCKET_IFNAME": "=ib0"}
+    open(path, "w").write(yaml.safe_dump(inv))
+    p = ansible_playbook("-i", path, PLAYBOOK, "--tags", "group", "-v")
+    assert p.returncode == 0, p.stdout[-4000:]
+    assert p.stdout.count("NCCL_SOCKET_IFNAME: =ib0") == 1 and p.stdout.count("NCCL_SOCKET_IFNAME:") == 2
 
 
 def test_a_rank_0_address_that_is_not_its_own_is_named(tmp_path):

@@ -430,8 +430,8 @@ def main():
             try:
                 rendezvous(args, state, speed)
             except RendezvousError as exc:
-                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime((prev or time.time())
-                                                                          + (args.dist_timeout or 600)))
+                gave_up = (prev or time.time()) + (args.dist_timeout or 600)
+                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(gave_up))
                 rank = args.node_rank * (args.tp_size * args.pp_size // args.nnodes)
                 for out in rendezvous_failure("%s TP%d" % (when, rank), exc):
                     sys.stderr.write(out + "\n")

@@ -1,0 +1,132 @@
+"""One SGLang server across CT 100 (rank 0) and CT 101 (rank 1), by deploy.yml on the lab: both ranks up as one
+server, then what must stop a group before or at launch - a blocked rendezvous, a rank on another model revision,
+a rank failing at start-up - each named with the rank and its facts, nothing left running alone."""
+import json
+import os
+import subprocess
+
+testinfra_hosts = ["ansible://pvehost"]
+
+ROOT = os.environ["GPUSERVE_ROOT"]
+KEY = "lab-api-key-7b2e4f"        # inventory/lab/group_vars/sglang_containers.yml
+MODEL = "/srv/models/Llama-3.1-8B-Instruct"
+UNIT = "sglang-llama.service"
+PROBE = ("import sys, urllib.request, urllib.error\n"
+         "h = {'Authorization': 'Bearer ' + sys.argv[2]} if len(sys.argv) > 2 else {}\n"
+         "try:\n"
+         "    print(urllib.request.urlopen(urllib.request.Request('http://127.0.0.1:30000' + sys.argv[1], headers=h),"
+         " timeout=10).status)\n"
+         "except urllib.error.HTTPError as e:\n"
+         "    print(e.code)\n")
+
+
+def ct(host, vmid, *argv):
+    return host.check_output("pct exec %d --" % vmid + " %s" * len(argv), *argv)
+
+
+def deploy(*extra):
+    """deploy.yml as an operator runs it, with the scenario's inventory (both ranks) over inventory/lab."""
+    inv = os.environ.get("MOLECULE_INVENTORY_FILE") or os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"],
+                                                                    "inventory", "ansible_inventory.yml")
+    argv = [os.path.join(ROOT, ".venv", "bin", "ansible-playbook"), "-i", os.path.join(ROOT, "inventory", "lab"),
+            "-i", inv, os.path.join(ROOT, "playbooks", "deploy.yml")] + list(extra)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))          # the repository's, not molecule's
+    p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900, check=False)
+    p.stdout += p.stderr                                                    # failures may go to stderr
+    return p
+
+
+def rank0_addr(host):
+    return ct(host, 100, "ip", "-o", "-4", "addr", "show", "dev", "eth0").split()[3].split("/")[0]
+
+
+def main_pid(host, vmid):
+    return int(ct(host, vmid, "systemctl", "show", "-p", "MainPID", "--value", UNIT))
+
+
+def cmdline(host, vmid):
+    return ct(host, vmid, "cat", "/proc/%d/cmdline" % main_pid(host, vmid)).split("\0")
+
+
+def test_two_ranks_serve_as_one_server(host):
+    addr = rank0_addr(host)
+    for vmid, rank in ((100, "0"), (101, "1")):
+        assert ct(host, vmid, "systemctl", "is-active", UNIT) == "active"
+        argv = cmdline(host, vmid)
+        assert argv[argv.index("--nnodes") + 1] == "2" and argv[argv.index("--node-rank") + 1] == rank
+        assert argv[argv.index("--dist-init-addr") + 1] == "%s:5000" % addr        # rank 0's default-route address
+        assert argv[argv.index("--tp-size") + 1] == "2"
+        # a rank restarted alone would wait for peers that never come: systemd leaves a crashed rank down
+        assert ct(host, vmid, "systemctl", "show", "-p", "Restart", "--value", UNIT) == "no"
+        env = ct(host, vmid, "cat", "/etc/sglang/llama.env")
+        assert 'NCCL_SOCKET_IFNAME="eth0"' in env and 'GLOO_SOCKET_IFNAME="eth0"' in env
+    # rank 0 serves the API, locked by its key; rank 1 only 0.5.9's health server (200, no API behind it)
+    assert ct(host, 100, "python3", "-c", PROBE, "/health_generate") == "200"
+    assert ct(host, 100, "python3", "-c", PROBE, "/v1/models") == "401"
+    assert ct(host, 100, "python3", "-c", PROBE, "/v1/models", KEY) == "200"
+    assert ct(host, 101, "python3", "-c", PROBE, "/health") == "200"
+    assert ct(host, 101, "python3", "-c", PROBE, "/v1/models", KEY) == "404"
+    # the ranks met: rank 1 reached rank 0's store (its connection is open) and both passed the meeting
+    for vmid in (100, 101):
+        log = ct(host, vmid, "cat", "/var/log/sglang/llama.log")
+        assert "Init torch distributed ends." in log.rsplit("gpuserve launch", 1)[-1]
+
+
+def test_a_blocked_rendezvous_is_refused_before_launch_naming_rank_and_address(host):
+    addr = rank0_addr(host)
+    pids = (main_pid(host, 100), main_pid(host, 101))
+    ct(host, 101, "ip", "route", "add", "prohibit", addr + "/32")       # the CT's own firewall rule
+    try:
+        p = deploy()
+    finally:
+        ct(host, 101, "ip", "route", "del", "prohibit", addr + "/32")
+    out = p.stdout
+    assert p.returncode != 0
+    assert ("ct101 (rank 1 of group lab) cannot reach rank 0's rendezvous %s:5000 (ct100): Permission denied"
+            % addr) in out, out[-3000:]
+    assert "Open TCP port 5000 from this container to ct100" in out and "Nothing was launched." in out
+    assert "TASK [gpuserve.sglang.sglang_server" not in out                     # the server play never ran
+    assert (main_pid(host, 100), main_pid(host, 101)) == pids                  # nothing restarted
+
+
+def test_a_rank_on_another_model_revision_is_refused(host):
+    path = MODEL + "/.gpuserve-snapshot.json"
+    original = ct(host, 101, "cat", path)
+    other = json.loads(original)
+    other["revision"] = "0" * 40
+    ct(host, 101, "python3", "-c", "import sys; open(sys.argv[1], 'w').write(sys.argv[2])", path, json.dumps(other))
+    try:
+        p = deploy("--tags", "group")
+    finally:
+        ct(host, 101, "python3", "-c", "import sys; open(sys.argv[1], 'w').write(sys.argv[2])", path, original)
+    assert p.returncode != 0
+    assert ("ct101 (rank 1 of group lab): the model revision - not the same as rank 0's (ct101: 000000000000, "
+            "ct100: cddbd3b36b67) - pin one hf_model_revision for the group") in p.stdout, p.stdout[-3000:]
+    assert "Nothing was launched." in p.stdout
+
+
+def test_a_rank_failing_at_start_stops_the_other_and_is_named_with_its_facts(host):
+    """Rank 1 meets rank 0, then dies of the seed's KV-pool error; rank 0 would wait on it in a collective: it is
+    stopped, and its task names rank 1's failure with rank 1's numbers. A plain re-run then starts both again."""
+    ct(host, 101, "python3", "-c", "import sys; open(sys.argv[1], 'w').write('kv_pool_oom_tp2_nextn_seed\\n')",
+       MODEL + "/standin_scenario")
+    try:
+        p = deploy("--tags", "server", "-e", "sglang_server_restart=true")
+    finally:
+        ct(host, 101, "rm", "-f", MODEL + "/standin_scenario")
+    out = p.stdout
+    said = [line for line in out.splitlines() if "stopping this member" in line or "stopped because" in line
+            or "kind:" in line]
+    print("\n" + "\n".join(said))
+    assert p.returncode != 0
+    assert "fatal: [ct101]" in out and "kind: kv_pool_oom" in out, out[-4000:]
+    assert "sglang-llama: stopping this member of group lab: ct101 (rank 1) failed" in out
+    assert "stopped because ct101 (rank 1) of group lab failed:" in out and "Not enough memory" in out
+    assert "mem_fraction_static: 0.85" in out                                  # rank 1's logged numbers
+    for vmid in (100, 101):
+        assert host.run("pct exec %d -- systemctl is-active %s" % (vmid, UNIT)).stdout.strip() != "active"
+    again = deploy("--tags", "server")
+    assert again.returncode == 0, again.stdout[-3000:]
+    for vmid in (100, 101):
+        assert ct(host, vmid, "systemctl", "is-active", UNIT) == "active"
