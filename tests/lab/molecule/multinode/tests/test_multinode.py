@@ -73,6 +73,26 @@ def test_two_ranks_serve_as_one_server(host):
         assert "Init torch distributed ends." in log.rsplit("gpuserve launch", 1)[-1]
 
 
+def recap(out, name):
+    line = [x for x in out.splitlines() if x.startswith(name + " ")][-1]
+    return dict((k, int(v)) for k, v in (kv.split("=") for kv in line.split(":", 1)[1].split()))
+
+
+def test_one_rank_down_restarts_both_and_check_mode_says_so(host):
+    """Rank 1 down, rank 0 up: rank 1 alone could not meet rank 0 again (the meeting is once, at start-up), so both
+    restart - check mode says both would change and changes nothing."""
+    pid0 = main_pid(host, 100)
+    ct(host, 101, "systemctl", "stop", UNIT)
+    look = deploy("--check", "--tags", "server")
+    assert look.returncode == 0, look.stdout[-3000:]
+    assert recap(look.stdout, "ct100")["changed"] >= 1 and recap(look.stdout, "ct101")["changed"] >= 1
+    assert main_pid(host, 100) == pid0 and main_pid(host, 101) == 0
+    run = deploy("--tags", "server")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert main_pid(host, 100) not in (0, pid0) and main_pid(host, 101) != 0
+    assert ct(host, 100, "python3", "-c", PROBE, "/health_generate") == "200"
+
+
 def test_a_blocked_rendezvous_is_refused_before_launch_naming_rank_and_address(host):
     addr = rank0_addr(host)
     pids = (main_pid(host, 100), main_pid(host, 101))
