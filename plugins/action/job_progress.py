@@ -123,10 +123,12 @@ class ActionModule(ActionBase):
     _VALID_ARGS = frozenset(("jid", "progress_file", "interval", "timeout", "label", "group", "group_members",
                              "group_rank", "group_stop", "group_timeout", "group_dir"))
 
-    def _stop_self(self, argv):
-        """The member's own stop (an argv list, quoted for the target's shell by Ansible's shell plugin)."""
+    def _stop_self(self, args, why):
+        """Say why, then run the member's own stop (group_stop, an argv list quoted for the target's shell by
+        Ansible's shell plugin)."""
+        display.display("%s: stopping this member of group %s: %s" % (args["label"], args["group"], why))
         shell = self._connection._shell
-        return self._low_level_execute_command(" ".join(shell.quote(str(a)) for a in argv))
+        return self._low_level_execute_command(" ".join(shell.quote(str(a)) for a in args["group_stop"]))
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -174,8 +176,7 @@ class ActionModule(ActionBase):
                 bad = first_failure(read_outcomes(gdir, peers), me)
                 if bad is not None:
                     stopped_for = bad
-                    display.display("%s: stopping this member of group %s: %s failed" % (args["label"], group, who(bad)))
-                    self._stop_self(args["group_stop"])
+                    self._stop_self(args, "%s failed" % who(bad))
             try:
                 line = progress_line(args["label"], json.loads(progress_text)) if progress_text.strip() else None
             except ValueError:
@@ -225,9 +226,7 @@ class ActionModule(ActionBase):
             result["group"] = {"name": group, "members": dict((m, "ready") for m in [me] + peers)}
             return
         if not result.get("failed"):                 # ready, but the others are not: stop, leave nothing hanging
-            display.display("%s: stopping this member of group %s: %s" % (
-                args["label"], group, "%s failed" % who(bad) if bad else "no word from " + ", ".join(silent)))
-            self._stop_self(args["group_stop"])
+            self._stop_self(args, "%s failed" % who(bad) if bad else "no word from " + ", ".join(silent))
             result["stopped_for"] = bad["member"] if bad else None
             write_outcome(gdir, me, dict(outcome_of(me, args["group_rank"], dict(result, failed=True)),
                                          stopped_for=result["stopped_for"] or "silence"))

@@ -15,9 +15,11 @@ run (SGLang build, model, driver) with rank 0's. Every problem names the host, i
 from __future__ import absolute_import, division, print_function
 
 import errno
+import fcntl
 import hashlib
 import json
 import socket
+import struct
 import time
 
 from .sglang_argv import is_loopback
@@ -210,8 +212,6 @@ def listen(addr, port, peers, timeout, clock=time.time):
 
 def _ipv4_of(name):
     """The IPv4 address of interface ``name`` (SIOCGIFADDR), None if it has none."""
-    import fcntl
-    import struct
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         raw = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", name.encode("utf-8")[:15]))

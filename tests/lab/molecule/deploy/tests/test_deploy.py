@@ -1,5 +1,11 @@
 """deploy.yml on the lab, two replicas: GPU 0 reaches CT 100 and GPU 1 CT 101 (ENXIO, not EPERM), SGLang (stand-in)
 answers in both, and the router in CT 100 spreads requests over both."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))   # tests/lab/molecule
+from lab_http import KEY, PROBE  # noqa: E402  (shared with the other lab scenarios)
+
 testinfra_hosts = ["ansible://pvehost"]
 
 
@@ -13,16 +19,6 @@ def test_gpu0_passthrough_is_in_the_config_and_opens_inside(host):
     out = ct(host, "python3", "-c",
              "import errno, os\ntry:\n    os.open('/dev/nvidia0', os.O_RDWR)\nexcept OSError as e:\n    print(errno.errorcode[e.errno])")
     assert out == "ENXIO"
-
-
-KEY = "lab-api-key-7b2e4f"        # inventory/lab/group_vars/sglang_containers.yml
-PROBE = ("import sys, urllib.request, urllib.error\n"
-         "h = {'Authorization': 'Bearer ' + sys.argv[2]} if len(sys.argv) > 2 else {}\n"
-         "try:\n"
-         "    print(urllib.request.urlopen(urllib.request.Request('http://127.0.0.1:30000' + sys.argv[1], headers=h),"
-         " timeout=10).status)\n"
-         "except urllib.error.HTTPError as e:\n"
-         "    print(e.code)\n")
 
 
 def test_sglang_unit_is_active_healthy_and_locked_by_its_key(host):

@@ -4,20 +4,16 @@ a rank failing at start-up - each named with the rank and its facts, nothing lef
 import json
 import os
 import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))   # tests/lab/molecule
+from lab_http import KEY, PROBE  # noqa: E402  (shared with the other lab scenarios)
 
 testinfra_hosts = ["ansible://pvehost"]
 
 ROOT = os.environ["GPUSERVE_ROOT"]
-KEY = "lab-api-key-7b2e4f"        # inventory/lab/group_vars/sglang_containers.yml
 MODEL = "/srv/models/Llama-3.1-8B-Instruct"
 UNIT = "sglang-llama.service"
-PROBE = ("import sys, urllib.request, urllib.error\n"
-         "h = {'Authorization': 'Bearer ' + sys.argv[2]} if len(sys.argv) > 2 else {}\n"
-         "try:\n"
-         "    print(urllib.request.urlopen(urllib.request.Request('http://127.0.0.1:30000' + sys.argv[1], headers=h),"
-         " timeout=10).status)\n"
-         "except urllib.error.HTTPError as e:\n"
-         "    print(e.code)\n")
 
 
 def ct(host, vmid, *argv):
