@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lab"))
 from local_hub import LocalHub, free_port  # noqa: E402  pylint: disable=wrong-import-position
 
 
-def run_module(module, args, check=False):
+def run_module(module, args, check=False, extra=()):
     env = dict(os.environ)
     env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
                ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
@@ -28,6 +28,7 @@ def run_module(module, args, check=False):
     cmd = [os.path.join(VENV_BIN, "ansible"), "localhost", "-m", module, "-a", json.dumps(args)]
     if check:
         cmd.append("--check")
+    cmd.extend(extra)
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
     try:
         doc = json.loads(p.stdout)
