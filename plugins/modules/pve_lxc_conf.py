@@ -198,8 +198,8 @@ def main():
     path = os.path.join(p["conf_dir"], "%d.conf" % p["vmid"])
     result = dict(changed=False, path=path, restart_needed=False, devices=[])
     if not os.path.exists(path):
-        module.fail_json(msg="vmid=%d: %s does not exist; create the container first (or fix vmid)" % (p["vmid"], path),
-                         **result)
+        module.fail_json(msg="CT %d has no config at %s on this node: create the container first, run this on the "
+                             "node that holds it, or fix vmid; nothing was changed" % (p["vmid"], path), **result)
     for spec in p["devices"]:
         try:
             st = os.stat(spec["path"])

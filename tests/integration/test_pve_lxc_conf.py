@@ -82,7 +82,7 @@ def test_switching_to_raw_removes_devn_and_writes_exact_rules_keeping_the_operat
 @pytest.mark.parametrize("bad,needle", [
     ({"devices": [{"path": "/dev/nvidia9"}]}, "devices: /dev/nvidia9 does not exist on this node"),
     ({"devices": [{"path": "/etc/hostname"}]}, "devices: /etc/hostname is not a device node"),
-    ({"vmid": 999}, "vmid=999: "),
+    ({"vmid": 999}, "CT 999 has no config at "),
     ({"raw": [["lxc.cgroup2.devices.allow", "c 226:* rwm"]]}, "is not a line this module owns"),
 ])
 def test_bad_input_is_named_and_changes_nothing(node, bad, needle):
