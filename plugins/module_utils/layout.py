@@ -82,10 +82,10 @@ def check_spec(spec):
         if has_secret and (mode is None or mode & 0o007):
             raise LayoutError("%s: a secret's mode must be given and give nothing to others (such as '0600' or "
                               "'0640'), not %r" % (where, entry.get("mode")))
-        wanted = dict(path=path, state=state, owner=entry.get("owner") or None, group=entry.get("group") or None,
+        wanted = dict(where=where, path=path, state=state, owner=entry.get("owner") or None, group=entry.get("group") or None,
                       mode=mode, content=entry.get("content"), secret=entry.get("secret"))
         if path in seen:
-            if wanted != seen[path]:
+            if dict(wanted, where=None) != dict(seen[path], where=None):
                 # two settings of one path would be undone by each other on every run
                 raise LayoutError("%s: the path is given twice, wanted differently (two role variables name the same "
                                   "path: set them apart)" % where)
@@ -187,26 +187,23 @@ def _accounts(spec, system, check, report):
     return pending
 
 
-def _ids(entry, system, pending, where):
-    """(uid, gid) wanted, None for 'leave as it is'; 'pending' for a name check mode has not created."""
-    uid = gid = None
-    if entry["owner"] is not None:
-        if entry["owner"].isdigit():
-            uid = int(entry["owner"])
-        else:
-            found = system.user(entry["owner"])
-            if found is None and entry["owner"] not in pending:
-                raise LayoutError("%s: owner %s does not exist; create the account first" % (where, entry["owner"]))
-            uid = found.pw_uid if found else "pending"
-    if entry["group"] is not None:
-        if entry["group"].isdigit():
-            gid = int(entry["group"])
-        else:
-            found = system.group(entry["group"])
-            if found is None and entry["group"] not in pending:
-                raise LayoutError("%s: group %s does not exist; create the group first" % (where, entry["group"]))
-            gid = found.gr_gid if found else "pending"
-    return uid, gid
+def _id(name, lookup, field, what, pending, where):
+    """A name or number -> its id; None for 'leave as it is'; 'pending' for a name check mode has not created."""
+    if name is None:
+        return None
+    if name.isdigit():
+        return int(name)
+    found = lookup(name)
+    if found is None and name not in pending:
+        raise LayoutError("%s: %s %s does not exist; create the %s first" % (
+            where, what, name, "account" if what == "owner" else "group"))
+    return getattr(found, field) if found else "pending"
+
+
+def _ids(entry, system, pending):
+    """(uid, gid) wanted for a path entry (see _id)."""
+    return (_id(entry["owner"], system.user, "pw_uid", "owner", pending, entry["where"]),
+            _id(entry["group"], system.group, "gr_gid", "group", pending, entry["where"]))
 
 
 def _attr_changes(st, uid, gid, mode):
@@ -257,18 +254,20 @@ def _directory(entry, uid, gid, check, report, diffs):
         return True
     if not stat.S_ISDIR(st.st_mode):
         raise LayoutError("%s: exists and is not a directory; move it away, then re-run" % path)
-    if "pending" in (uid, gid):
-        what = ["owner or group"]
-    else:
-        what = _attr_changes(st, uid, gid, entry["mode"])
-    if what:
-        report.append(("path", path, "directory " + ", ".join(what)))
-        diffs.append(dict(before_header=path, after_header=path, before=_attrs_of(st),
-                          after=_wanted_attrs(st, entry)))
-        if not check:
-            _set_attrs(path, uid, gid, entry["mode"])
-        return True
-    return False
+    return _fix_attrs("directory", entry, st, uid, gid, check, report, diffs)
+
+
+def _fix_attrs(kind, entry, st, uid, gid, check, report, diffs, follow=True):
+    """Owner, group and mode of a path that is already what it should be otherwise; True when they change."""
+    what = ["owner or group"] if "pending" in (uid, gid) else _attr_changes(st, uid, gid, entry["mode"])
+    if not what:
+        return False
+    path = entry["path"]
+    report.append(("path", path, kind + " " + ", ".join(what)))
+    diffs.append(dict(before_header=path, after_header=path, before=_attrs_of(st), after=_wanted_attrs(st, entry)))
+    if not check:
+        _set_attrs(path, uid, gid, entry["mode"], follow=follow)
+    return True
 
 
 def _attrs_of(st):
@@ -297,15 +296,7 @@ def _file(entry, uid, gid, check, report, diffs):
         with open(path, "rb") as handle:
             before = handle.read()
     if regular and before == data:
-        what = ["owner or group"] if "pending" in (uid, gid) else _attr_changes(st, uid, gid, entry["mode"])
-        if not what:
-            return False
-        report.append(("path", path, "file " + ", ".join(what)))
-        diffs.append(dict(before_header=path, after_header=path, before=_attrs_of(st),
-                          after=_wanted_attrs(st, entry)))
-        if not check:
-            _set_attrs(path, uid, gid, entry["mode"], follow=False)
-        return True
+        return _fix_attrs("file", entry, st, uid, gid, check, report, diffs, follow=False)
     report.append(("path", path, ("secret " if secret else "file ") + ("written" if regular else "created")))
     if secret:
         diffs.append(dict(before_header=path, after_header=path,
@@ -381,12 +372,11 @@ def run(spec, check=False, system=None):
     diffs = []
     pending = _accounts(spec, system, check, report)
     changed_paths = []
-    for index, entry in enumerate(paths):
-        where = "paths[%d] (%s)" % (index, entry["path"])
+    for entry in paths:
         if entry["state"] == "absent":
             touched = _absent(entry, check, report, diffs)
         else:
-            uid, gid = _ids(entry, system, pending, where)
+            uid, gid = _ids(entry, system, pending)
             if entry["state"] == "directory":
                 touched = _directory(entry, uid, gid, check, report, diffs)
             else:

@@ -19,12 +19,15 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lab"))
 from local_hub import LocalHub, free_port  # noqa: E402  pylint: disable=wrong-import-position
 
 
+def ansible_env(**extra):
+    """The environment `ansible` and `ansible-playbook` run in here: this tree's built collection and ansible.cfg,
+    this interpreter on localhost, plus ``extra``."""
+    return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
+                ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER=sys.executable, **extra)
+
+
 def run_module(module, args, check=False, extra=()):
-    env = dict(os.environ)
-    env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    env = ansible_env(ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
     cmd = [os.path.join(VENV_BIN, "ansible"), "localhost", "-m", module, "-a", json.dumps(args)]
     if check:
         cmd.append("--check")
@@ -60,8 +63,7 @@ def descendants(pid):
 
 def start_module(module, args):
     """The module through `ansible` in the background, in a session of its own (to be killed with kill_tree)."""
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    env = ansible_env()
     return subprocess.Popen([os.path.join(VENV_BIN, "ansible"), "localhost", "-m", module, "-a", json.dumps(args)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
@@ -87,9 +89,7 @@ def run_playbook(plays, tmp_path, check=False, inventory=None):
     if inventory is not None:
         (tmp_path / "inventory.yml").write_text(json.dumps(inventory))
         inv = ["-i", str(tmp_path / "inventory.yml")]
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
+    env = ansible_env(ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
     cmd = [os.path.join(VENV_BIN, "ansible-playbook"), str(pb)] + inv + (["--check"] if check else [])
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
 

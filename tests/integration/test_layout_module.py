@@ -6,9 +6,8 @@ import json
 import os
 import stat
 import subprocess
-import sys
 
-from ansible_helpers import ROOT, VENV_BIN, run_module
+from ansible_helpers import ROOT, VENV_BIN, ansible_env, run_module
 
 TOKEN = "hf_" + "L4y0utT0ken" * 3
 
@@ -64,9 +63,7 @@ def test_a_bad_entry_is_named_and_nothing_is_written(tmp_path):
 def test_with_vvv_and_diff_the_default_output_has_no_secret(tmp_path):
     """What an operator's terminal shows: the default callback, -vvv, --diff."""
     run_module("gpuserve.sglang.layout", spec(tmp_path))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-               ANSIBLE_NOCOLOR="1")
+    env = ansible_env(ANSIBLE_NOCOLOR="1")
     p = subprocess.run([os.path.join(VENV_BIN, "ansible"), "localhost", "-m", "gpuserve.sglang.layout", "-a",
                         json.dumps(spec(tmp_path, token=TOKEN + "3")), "--diff", "-vvv"],
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)

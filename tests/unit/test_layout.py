@@ -270,3 +270,9 @@ def test_probe_reports_existence_without_touching(tmp_path):
     there.write_text("x")
     result = L.run({"probe": [str(there), str(tmp_path / "missing")]}, system=root_system())
     assert result["present"] == {str(there): True, str(tmp_path / "missing"): False} and result["changed"] is False
+
+
+def test_an_error_names_the_entry_as_given_also_after_a_path_given_twice(tmp_path):
+    same = {"path": str(tmp_path / "etc-sglang"), "mode": "0750"}
+    with pytest.raises(L.LayoutError, match=r"^paths\[2\] .*owner sglang does not exist"):
+        L.run({"paths": [same, dict(same), {"path": str(tmp_path / "home"), "owner": "sglang"}]}, system=root_system())
