@@ -98,6 +98,12 @@ options:
     description: Backups kept per container; older ones are removed after a new one is written.
     type: int
     default: 10
+  status:
+    description:
+      - Also ask C(pct status) for the container and return RV(status), read before this module writes anything,
+        so a role needs no second call for it. A C(pct) that fails fails the task with its words.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 attributes:
@@ -132,6 +138,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+status:
+  description: The container's state as C(pct status) says it (C(running), C(stopped)), before any change.
+  returned: when O(status) is true
+  type: str
+  sample: running
 path:
   description: The config file.
   returned: always
@@ -191,6 +202,7 @@ def main():
             owned_mounts=dict(type="str", default="^/dev/nvidia"),
             backup_dir=dict(type="path", default="/var/lib/gpuserve-sglang/pve-backups"),
             backup_keep=dict(type="int", default=10),
+            status=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -200,6 +212,13 @@ def main():
     if not os.path.exists(path):
         module.fail_json(msg="CT %d has no config at %s on this node: create the container first, run this on the "
                              "node that holds it, or fix vmid; nothing was changed" % (p["vmid"], path), **result)
+    if p["status"]:
+        argv = [module.get_bin_path("pct", required=True), "status", str(p["vmid"])]
+        rc, out, err = module.run_command(argv)
+        m = re.search(r"^status:\s*(\S+)", out, re.M)
+        if rc != 0 or not m:
+            module.fail_json(msg="pct status %d: %s" % (p["vmid"], (err or out).strip() or "rc %d" % rc), **result)
+        result["status"] = m.group(1)
     for spec in p["devices"]:
         try:
             st = os.stat(spec["path"])

@@ -35,6 +35,14 @@ options:
     description:
       - The model's C(config.json) as a mapping, when the snapshot is not at hand.
     type: dict
+  require:
+    description:
+      - Paths the launch needs, each with the words that say where it comes from (for example the venv's
+        interpreter, V(sglang_server_python, from role sglang_venv)). One that is missing (or a dangling link)
+        fails the task before anything is planned, naming every missing path and its words, so a role needs no
+        separate look at them.
+    type: dict
+    default: {}
   gpus:
     description:
       - GPUs used, in order, each with C(name), C(memory_total_mib) and optionally C(memory_free_mib) and C(index)
@@ -160,6 +168,12 @@ checkpoint_contradicts_config:
     checkpoint is not the model the config describes; also in C(notes) and as a warning.
   returned: when the checkpoint contradicts the config
   type: bool
+missing:
+  description: The paths of O(require) that do not exist (the task fails before planning).
+  returned: when a path of O(require) is missing
+  type: list
+  elements: str
+  sample: [/opt/sglang/venv/bin/python]
 outcome:
   description: C(fits), C(kv_pool_oom) (the pool cannot be built), C(headroom_oom) (the pool fits but the draft,
     graphs and activations will not fit in the (1 - mem_fraction_static) headroom) or C(context_truncated)
@@ -250,6 +264,7 @@ def main():
         argument_spec=dict(
             model_path=dict(type="path"),
             model_config=dict(type="dict"),
+            require=dict(type="dict", default={}),
             gpus=dict(type="list", elements="dict"),
             gpu_profile=dict(type="str"),
             gpu_count=dict(type="int", default=1),
@@ -271,6 +286,10 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    missing = ["%s (%s)" % (path, words) for path, words in sorted(p["require"].items()) if not os.path.exists(path)]
+    if missing:
+        module.fail_json(msg="missing: %s; nothing was planned" % "; ".join(missing), missing=sorted(
+            path for path in p["require"] if not os.path.exists(path)))
     weights = p["weights_bytes"]
     problems = validate_args(p["args"])
     if problems:

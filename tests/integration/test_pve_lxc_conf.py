@@ -109,3 +109,32 @@ def test_backups_within_one_second_never_overwrite_each_other_and_only_the_newes
     assert len(set(seen)) == 4
     assert sorted(os.listdir(node["backup_dir"])) == sorted(seen[1:])
     assert oct(os.stat(os.path.join(node["backup_dir"], seen[-1])).st_mode & 0o777) == "0o600"
+
+
+def fake_pct(tmp_path, out, rc=0):
+    """A pct on PATH that records its argv and answers as PVE's `pct status` does ("status: running"; a CT the
+    cluster does not know: its message on stderr, exit 2)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    (tmp_path / "pct.out").write_text(out + "\n")
+    script = bin_dir / "pct"
+    script.write_text("#!/bin/sh\necho \"$*\" >> %s\ncat %s%s\nexit %d\n" % (
+        tmp_path / "pct.argv", tmp_path / "pct.out", "" if rc == 0 else " >&2", rc))
+    script.chmod(0o755)
+    return {"PATH": "%s:%s" % (bin_dir, os.environ["PATH"])}
+
+
+def test_status_comes_in_the_same_call_and_a_failing_pct_is_named_with_nothing_written(node, tmp_path):
+    """The role reads the CT's state from this call instead of a second `pct status` round trip."""
+    want = args(node, devices=devs(node, "nvidia0", "nvidiactl", mode="0666"), status=True)
+    r = run_module(M, want, env=fake_pct(tmp_path / "a", "status: stopped"))
+    assert r["changed"] is True and r["status"] == "stopped", r.get("msg")
+    assert (tmp_path / "a" / "pct.argv").read_text() == "status 129\n"
+    written = node["conf"].read_text()
+    plain = run_module(M, args(node, devices=devs(node, "nvidia0", "nvidiactl", mode="0666")))
+    assert plain["changed"] is False and "status" not in plain
+    bad = run_module(M, dict(want, devices=devs(node, "nvidia0", mode="0666")),
+                     env=fake_pct(tmp_path / "b", "Configuration file 'nodes/pve/lxc/129.conf' does not exist", rc=2))
+    assert bad["failed"] is True
+    assert bad["msg"] == "pct status 129: Configuration file 'nodes/pve/lxc/129.conf' does not exist"
+    assert node["conf"].read_text() == written, "a failed status read changes nothing"

@@ -41,3 +41,22 @@ def test_the_module_chooses_args_for_a_goal_and_shows_the_table(tmp_path):
     none = run_module(M, {"model_config": config, "gpus": [{"name": "T4", "memory_total_mib": 15360}],
                           "args": {}, "goal": "tokens"})
     assert none["failed"] is True and "GPUs of this size) would" in none["msg"]
+
+
+def test_a_required_path_that_is_missing_is_named_with_its_words_before_planning(tmp_path):
+    """The role's interpreter and config.json look rides in the plan's call: a missing one is named, nothing planned."""
+    model = model_dir(tmp_path, 4)
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    os.symlink(str(tmp_path / "gone"), str(python))   # a dangling link counts as missing, as stat -L says
+    require = {str(python): "sglang_server_python, from role sglang_venv",
+               os.path.join(model, "config.json"): "the model, from role hf_model"}
+    r = run_module(M, {"model_path": model, "gpu_profile": "rtx-a6000", "fail_on": [], "require": require})
+    assert r["failed"] is True
+    assert r["msg"] == "missing: %s (sglang_server_python, from role sglang_venv); nothing was planned" % python
+    assert r["missing"] == [str(python)] and "per_gpu" not in r
+    python.unlink()
+    python.write_text("#!/bin/sh\n")
+    ok = run_module(M, {"model_path": model, "gpu_profile": "rtx-a6000", "fail_on": [], "require": require})
+    assert ok.get("failed") is not True, ok.get("msg")
+    assert ok["per_gpu"] and "missing" not in ok
