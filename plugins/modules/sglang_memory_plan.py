@@ -286,10 +286,10 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    missing = ["%s (%s)" % (path, words) for path, words in sorted(p["require"].items()) if not os.path.exists(path)]
+    missing = sorted(path for path in p["require"] if not os.path.exists(path))
     if missing:
-        module.fail_json(msg="missing: %s; nothing was planned" % "; ".join(missing), missing=sorted(
-            path for path in p["require"] if not os.path.exists(path)))
+        module.fail_json(msg="missing: %s; nothing was planned" % "; ".join(
+            "%s (%s)" % (path, p["require"][path]) for path in missing), missing=missing)
     weights = p["weights_bytes"]
     problems = validate_args(p["args"])
     if problems:

@@ -112,8 +112,8 @@ def test_backups_within_one_second_never_overwrite_each_other_and_only_the_newes
 
 
 def fake_pct(tmp_path, out, rc=0):
-    """A pct on PATH that records its argv and answers as PVE's `pct status` does ("status: running"; a CT the
-    cluster does not know: its message on stderr, exit 2)."""
+    """A pct on PATH that records its argv and answers as PVE's `pct status` does: "status: <state>" on stdout, or
+    for a CT the cluster does not know its error on stderr with a non-zero exit (the module fails on any)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(parents=True)
     (tmp_path / "pct.out").write_text(out + "\n")
