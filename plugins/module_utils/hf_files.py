@@ -31,12 +31,14 @@ _SHA1_RE = "0123456789abcdef"
 
 class HubError(Exception):
     """A Hub answer the operator must act on; `kind` is one of unauthorized, forbidden, not_found, http, network,
-    integrity, disk, unsafe_path, locked."""
+    integrity, disk, unsafe_path, locked. ``permanent``: a failure no retry can mend (ssh's host key refused, its
+    key not authorized), said at once instead of after the retries' waits."""
 
-    def __init__(self, kind, message, status=None):
+    def __init__(self, kind, message, status=None, permanent=False):
         Exception.__init__(self, message)
         self.kind = kind
         self.status = status
+        self.permanent = permanent
 
 
 _REPO_PART = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$")

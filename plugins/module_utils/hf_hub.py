@@ -276,8 +276,8 @@ def _fetch_batch(hub, repo_id, sha, fetch, local_dir, workers, prog):
 
 
 def transient(exc):
-    """A HubError worth retrying: the network broke, or the server said 429 / 5xx."""
-    return exc.kind == "network" or (exc.kind == "http" and exc.status in (429, 500, 502, 503, 504))
+    """A HubError worth retrying: the network broke (not a refusal no retry mends), or the server said 429 / 5xx."""
+    return (exc.kind == "network" and not exc.permanent) or (exc.kind == "http" and exc.status in (429, 500, 502, 503, 504))
 
 
 def with_retries(call, what, retries, prog=None, log=None):

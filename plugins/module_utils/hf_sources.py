@@ -204,6 +204,10 @@ LIBRARY_CACHE = os.path.join(".cache", "huggingface")
 RSYNC_PARTIAL = ".gpuserve-rsync-partial"
 SSH_FAILURES = ("Host key verification failed", "Permission denied", "Connection refused", "Could not resolve hostname",
                 "Connection timed out", "No route to host", "Connection closed by", "REMOTE HOST IDENTIFICATION HAS CHANGED")
+# ssh's refusals that the same command meets again on every retry (OpenSSH's own words): failed at once, not after
+# a minute of retries. Refused connections, timeouts and closed links may mend and stay retried.
+SSH_PERMANENT = ("Host key verification failed", "REMOTE HOST IDENTIFICATION HAS CHANGED", "Permission denied",
+                 "Name or service not known")
 
 
 def run_polled(argv, env, stdin_bytes, local_dir, progress=None):
@@ -458,7 +462,8 @@ class RsyncSource(ManifestSource):
             tail = " | ".join(ssh_says[:1] + [tail]) if ssh_says and ssh_says[0] not in tail else tail
             return HubError("network", "%s: ssh to %s failed while %s (%s); check that the host is reachable from this "
                             "machine, that hf_model_source_ssh_key is authorized there and its host key is known "
-                            "(hf_model_source_known_hosts)" % (self.where, self.host, what, tail))
+                            "(hf_model_source_known_hosts)" % (self.where, self.host, what, tail),
+                            permanent=any(m in text for m in SSH_PERMANENT))
         if proc.returncode == 23:
             return HubError("not_found", "%s: files missing on the source while %s (%s); is hf_model_source_host_dir "
                             "the directory hf_model wrote there?" % (self.where, what, tail))

@@ -21,6 +21,8 @@ for d in "${dirs[@]}"; do
       continue
     fi
     echo "--- molecule test -s $name in ${d#"$root"/}"
+    t0=$SECONDS
     (cd "$d" && molecule -c "$root/tests/lab/molecule/base.yml" test -s "$name")
+    echo "--- molecule scenario $name in ${d#"$root"/} passed in $((SECONDS - t0)) s"
   done
 done

@@ -1,5 +1,11 @@
 #!/usr/bin/env bash
-# Every check, in order, failing fast; a summary at the end. Called by `make test` (and so by .ci/run).
+# Every check, failing fast; a summary at the end. Called by `make test` (and so by .ci/run).
+# Two lanes after lint and sanity, side by side on the machine's two cores: the lab lane (plan.yml, the lab
+# images, the molecule scenarios - mostly waiting on containers, under one core) in the foreground, and the
+# pytest lane (locks, the planner oracle, unit + integration - one core) in the background, its output kept
+# in build/ci/pytest-lane.log and printed when both are done. They share nothing: the integration tests use
+# loopback servers on free ports and never the lab's address, podman or build/collections' files for writing.
+# A failing step ends its own lane at once; the other lane's result is printed too; `make test` fails.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 1
@@ -14,19 +20,43 @@ step() {
     summary+=("PASS  $name ($((SECONDS - t0)) s)")
   else
     summary+=("FAIL  $name ($((SECONDS - t0)) s)")
-    printf '%s\n' "--- summary" "${summary[@]}"
-    exit 1
+    return 1
   fi
 }
+finish() {   # the other lane's output and result, then the summary; exit status 0 only when every step passed
+  local rc=$1
+  if [ -n "${lane_pid:-}" ]; then
+    wait "$lane_pid" || rc=1
+    echo "=== pytest lane (ran beside the lab lane; its output follows)"
+    cat "$lane_dir/pytest-lane.log"
+    mapfile -t lane_summary < "$lane_dir/pytest-lane.summary"
+    [ "${#lane_summary[@]}" -gt 0 ] || lane_summary=("FAIL  pytest lane (no result: ended early)")
+    summary+=("${lane_summary[@]}")
+  fi
+  printf '%s\n' "--- summary" "${summary[@]}"
+  [ "$rc" -eq 0 ] && printf '%s\n' "${summary[@]}" | grep -q '^FAIL' && rc=1
+  [ "$rc" -eq 0 ] && echo "not exercised here: NVIDIA GPUs, the driver, CUDA, Proxmox itself, SGLang on CUDA (see README)"
+  exit "$rc"
+}
 coll="$(tests/ci/collection-tree.sh)"
-step "ansible-lint (production profile)" ansible-lint --offline
-step "ansible-test sanity" bash -c "cd '$coll' && ansible-test sanity --python 3.11 --requirements"
-step "sglang_venv locks resolve unchanged against the real index" tests/ci/lock.sh check
-step "planner oracle (SGLang 0.5.9's own code, >= 2000 scenarios)" tests/oracle/oracle.sh
-step "pytest unit + integration" pytest -q -p no:cacheprovider tests/unit tests/integration
-step "plan.yml (the main job)" ansible-playbook playbooks/plan.yml
+step "ansible-lint (production profile)" ansible-lint --offline || finish 1
+step "ansible-test sanity" bash -c "cd '$coll' && ansible-test sanity --python 3.11 --requirements" || finish 1
+
+lane_dir="$root/build/ci"
+mkdir -p "$lane_dir"
+: > "$lane_dir/pytest-lane.summary"
+(
+  summary=()
+  lane() { step "$@" || { printf '%s\n' "${summary[@]}" > "$lane_dir/pytest-lane.summary"; exit 1; }; }
+  lane "sglang_venv locks resolve unchanged against the real index" tests/ci/lock.sh check
+  lane "planner oracle (SGLang 0.5.9's own code, >= 2000 scenarios)" tests/oracle/oracle.sh
+  lane "pytest unit + integration" pytest -q -p no:cacheprovider tests/unit tests/integration
+  printf '%s\n' "${summary[@]}" > "$lane_dir/pytest-lane.summary"
+) > "$lane_dir/pytest-lane.log" 2>&1 &
+lane_pid=$!
+
+step "plan.yml (the main job)" ansible-playbook playbooks/plan.yml || finish 1
 step "lab: remove labelled leftovers, build images (cached by recipe hash)" \
-  bash -c "python3 tests/lab/lab.py clean && python3 tests/lab/lab.py images"
-step "molecule scenarios (lab smoke + roles)" tests/ci/molecule-all.sh
-printf '%s\n' "--- summary" "${summary[@]}"
-echo "not exercised here: NVIDIA GPUs, the driver, CUDA, Proxmox itself, SGLang on CUDA (see README)"
+  bash -c "python3 tests/lab/lab.py clean && python3 tests/lab/lab.py images" || finish 1
+step "molecule scenarios (lab smoke + roles)" tests/ci/molecule-all.sh || finish 1
+finish 0
