@@ -1,11 +1,36 @@
 #!/usr/bin/env bash
-# Every molecule scenario, one after the other (they share the lab host's fixed address): the lab's
-# own smoke scenario, then each role's scenarios. Fails at the first failing scenario.
+# The molecule scenarios, one after the other in one lab: the lab's own scenarios, then each role's. Fails at the
+# first failing scenario.
+#   molecule-all.sh        every scenario, in the lab of slot 0 (`make molecule`)
+#   molecule-all.sh a      every scenario not in lane b, in slot 0   } make test runs the two lanes side by side,
+#   molecule-all.sh b      the scenarios listed in LANE_B, in slot 1 } each in a lab of its own (tests/lab/lab.py)
+# A new scenario lands in lane a by itself; LANE_B holds about a third of the scenarios' time, since lane b runs
+# after the pytest lane in tests/ci/run-all.sh (times from a clean-clone run, in seconds).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
+lane="${1:-all}"
+LANE_B=(tests/lab:rollout            # 327
+        roles/sglang_router:default  # 239
+        roles/lxc_gpu_passthrough:default roles/lxc_gpu_passthrough:raw  # 93, 68
+        roles/nvidia_driver:apt)     # 82
+if [ -n "${MOLECULE_LANE_B:-}" ]; then read -r -a LANE_B <<< "$MOLECULE_LANE_B"; fi   # its own list (tests)
+case "$lane" in
+  all|a) export GPUSERVE_LAB_SLOT=0 ;;
+  b) export GPUSERVE_LAB_SLOT=1 ;;
+  *) echo "molecule-all.sh: lane '$lane': give all, a or b" >&2; exit 2 ;;
+esac
 export GPUSERVE_ROOT="$root" ANSIBLE_COLLECTIONS_PATH="$root/build/collections" PATH="$root/.venv/bin:$PATH"
 export ANSIBLE_NOCOLOR=1 NO_COLOR=1 ANSIBLE_FORCE_COLOR=0
 eval "$(python3 "$root/tests/lab/lab.py" env)"
+in_lane_b() {
+  local s
+  for s in "${LANE_B[@]}"; do [ "$s" = "$1" ] && return 0; done
+  return 1
+}
+# a renamed scenario runs in lane a; LANE_B must not name what is gone (lane b would shrink unseen)
+[ "$lane" = all ] || for key in "${LANE_B[@]}"; do
+  [ -f "$root/${key%%:*}/molecule/${key##*:}/molecule.yml" ] || { echo "molecule-all.sh: LANE_B names $key: no such scenario" >&2; exit 2; }
+done
 dirs=("$root/tests/lab")
 for d in "$root"/roles/*/; do
   [ -d "$d/molecule" ] && dirs+=("${d%/}")
@@ -16,11 +41,16 @@ done
 for d in "${dirs[@]}"; do
   for s in "$d"/molecule/*/molecule.yml; do
     name="$(basename "$(dirname "$s")")"
+    key="${d#"$root"/}:$name"
+    case "$lane" in
+      a) ! in_lane_b "$key" || continue ;;
+      b) in_lane_b "$key" || continue ;;
+    esac
     if [ "$name" = full ] && [ "${LAB_FULL:-0}" != 1 ]; then
       echo "--- skipping molecule scenario full in ${d#"$root"/} (several GB; LAB_FULL=1 runs it)"
       continue
     fi
-    echo "--- molecule test -s $name in ${d#"$root"/}"
+    echo "--- molecule test -s $name in ${d#"$root"/} (lab slot $GPUSERVE_LAB_SLOT)"
     t0=$SECONDS
     (cd "$d" && molecule -c "$root/tests/lab/molecule/base.yml" test -s "$name")
     echo "--- molecule scenario $name in ${d#"$root"/} passed in $((SECONDS - t0)) s"

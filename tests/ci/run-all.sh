@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Every check, failing fast; a summary at the end. Called by `make test` (and so by .ci/run).
-# Two lanes after lint and sanity, side by side on the machine's two cores: the lab lane (plan.yml, the lab
-# images, the molecule scenarios - mostly waiting on containers, under one core) in the foreground, and the
-# pytest lane (locks, the planner oracle, unit + integration - one core) in the background, its output kept
-# in build/ci/pytest-lane.log and printed when both are done. They share nothing: the integration tests use
-# loopback servers on free ports and never the lab's address, podman or build/collections' files for writing.
+# After lint, sanity and the lab images, two lanes run side by side on the machine's two cores, each with a lab of
+# its own (tests/lab/lab.py slots 0 and 1):
+#   lab lane (foreground):       plan.yml, then molecule lane a (most scenarios)
+#   pytest lane (background):    locks, the planner oracle, unit + integration, then molecule lane b
+# The pytest lane's output is kept in build/ci/pytest-lane.log and printed when both are done. The lanes share no
+# state: the integration tests use loopback servers on free ports, never a lab; the two labs have their own
+# host, address, Hub port and state directory; build/collections and the images are only read.
 # A failing step ends its own lane at once; the other lane's result is printed too; `make test` fails.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -42,6 +44,9 @@ coll="$(tests/ci/collection-tree.sh)"
 step "ansible-lint (production profile)" ansible-lint --offline || finish 1
 step "ansible-test sanity" bash -c "cd '$coll' && ansible-test sanity --python 3.11 --requirements" || finish 1
 
+step "lab: remove labelled leftovers, build images (cached by recipe hash)" \
+  bash -c "python3 tests/lab/lab.py clean && python3 tests/lab/lab.py images" || finish 1
+
 lane_dir="$root/build/ci"
 mkdir -p "$lane_dir"
 : > "$lane_dir/pytest-lane.summary"
@@ -51,12 +56,11 @@ mkdir -p "$lane_dir"
   lane "sglang_venv locks resolve unchanged against the real index" tests/ci/lock.sh check
   lane "planner oracle (SGLang 0.5.9's own code, >= 2000 scenarios)" tests/oracle/oracle.sh
   lane "pytest unit + integration" pytest -q -p no:cacheprovider tests/unit tests/integration
+  lane "molecule scenarios, lane b (lab slot 1)" tests/ci/molecule-all.sh b
   printf '%s\n' "${summary[@]}" > "$lane_dir/pytest-lane.summary"
 ) > "$lane_dir/pytest-lane.log" 2>&1 &
 lane_pid=$!
 
 step "plan.yml (the main job)" ansible-playbook playbooks/plan.yml || finish 1
-step "lab: remove labelled leftovers, build images (cached by recipe hash)" \
-  bash -c "python3 tests/lab/lab.py clean && python3 tests/lab/lab.py images" || finish 1
-step "molecule scenarios (lab smoke + roles)" tests/ci/molecule-all.sh || finish 1
+step "molecule scenarios, lane a (lab slot 0: the lab's smoke and the rest)" tests/ci/molecule-all.sh a || finish 1
 finish 0

@@ -4,12 +4,13 @@
 """The gpuserve lab: real containers on rootful podman (runc), no registry needed.
 
 Run with python3 (standard library only):
-    lab.py clean     remove every labelled lab container (leftovers of a killed run)
+    lab.py clean     remove every labelled lab container and Hub of every slot (leftovers of a killed run)
     lab.py images    build the images if their recipe changed (cached by recipe hash)
     lab.py up        images + the Proxmox-like host with CT 100 running and its API stand-in on :8006; writes
                      build/lab/inventory.yml and build/lab/pve-api-ca.pem (the API's certificate)
+                     (GPUSERVE_LAB_SLOT=N, 1-9: a second lab beside the first, state in build/lab/slotN)
     lab.py down      remove the lab host
-    lab.py env       print the CONTAINERS_CONF line to export for podman/molecule
+    lab.py env       print the variables to export for podman/molecule (CONTAINERS_CONF, the slot's address, Hub, state)
 
 Images: debian12-systemd (mmdebstrap from the machine's own Debian mirror, then podman import) and
 pvehost (that + lxc + sshd + the pct stand-in). See tests/lab/README.md.
@@ -30,8 +31,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 BUILD = os.path.join(ROOT, "build", "lab")
 LABEL = "io.gpuserve.lab=1"
-HOST_NAME = "gpuserve-lab-pvehost"
-HOST_IP = os.environ.get("GPUSERVE_LAB_HOST_IP", "10.88.0.200")
+# Two labs may run side by side (make test's two lanes of molecule scenarios): GPUSERVE_LAB_SLOT=1 is a second lab
+# host with its own name, address, Hub port and state directory (inventory, API certificate, Hub). Slot 0 is the
+# lab as `make lab` and the README know it. The images, the ssh key and the wheels are shared (read only).
+SLOT = int(os.environ.get("GPUSERVE_LAB_SLOT", "0") or 0)
+if not 0 <= SLOT <= 9:
+    sys.exit("lab: GPUSERVE_LAB_SLOT=%s: give 0-9" % SLOT)
+SLOT_LABEL = "io.gpuserve.lab.slot=%d" % SLOT
+HOST_NAME = "gpuserve-lab-pvehost" + ("-%d" % SLOT if SLOT else "")
+HOST_IP = os.environ.get("GPUSERVE_LAB_HOST_IP") or "10.88.0.%d" % (200 + SLOT)
+HUB_PORT = 8091 + SLOT
+STATE = BUILD if SLOT == 0 else os.path.join(BUILD, "slot%d" % SLOT)
 SUITE = "bookworm"
 PACKAGES = ["systemd", "systemd-sysv", "dbus", "python3", "python3-apt", "iproute2", "procps",
             "openssh-server", "sudo", "ca-certificates", "less",
@@ -149,12 +159,19 @@ def pvehost_image(base):
     return tag
 
 
-def clean():
-    hub_stop()
-    ids = podman("ps", "-aq", "--filter", "label=" + LABEL, capture_output=True, text=True).stdout.split()
+def clean(every_slot=True):
+    """Leftovers of a killed run: every slot's lab hosts and Hubs (`lab.py clean`), or this slot's only (`up`, with
+    another slot's lab maybe running beside it)."""
+    for hub_dir in ([os.path.join(BUILD, "hub")] + [os.path.join(BUILD, d, "hub") for d in sorted(os.listdir(BUILD))
+                                                     if d.startswith("slot")]) if every_slot else [HUB_DIR]:
+        hub_stop(hub_dir)
+    ids = podman("ps", "-aq", "--filter", "label=" + (LABEL if every_slot else SLOT_LABEL),
+                 capture_output=True, text=True).stdout.split()
     if ids:
         log("removing %d labelled lab container(s)" % len(ids))
         podman("rm", "-f", "-t", "2", *ids, stdout=subprocess.DEVNULL)
+    if not every_slot:       # this slot's name, also on a host started before hosts carried their slot's label
+        podman("rm", "-f", "-t", "2", "--ignore", HOST_NAME, stdout=subprocess.DEVNULL)
 
 
 def ssh_key():
@@ -226,12 +243,13 @@ def site_ca_mount():
 
 
 def up():
-    clean()
+    clean(every_slot=False)
+    os.makedirs(STATE, exist_ok=True)
     base, tar = debian_image()
     host = pvehost_image(base)
     key = ssh_key()
     log("starting %s at %s" % (HOST_NAME, HOST_IP))
-    podman("run", "-d", "--name", HOST_NAME, "--label", LABEL, "--hostname", "pve-lab",
+    podman("run", "-d", "--name", HOST_NAME, "--label", LABEL, "--label", SLOT_LABEL, "--hostname", "pve-lab",
            "--privileged", "--cgroupns=private", "--systemd=false", "-e", "container=podman",
            "--stop-signal=SIGRTMIN+3", "--ip", HOST_IP,
            "-v", "%s:/var/lib/gpuserve-lab/rootfs.tar:ro" % tar,
@@ -243,23 +261,23 @@ def up():
     wait_for("python3 in CT 100",
              lambda: ssh_ok(key, "pct", "exec", "100", "--", "python3", "-c", "print(1)").stdout.strip() == "1", 60)
     wait_for("the Proxmox API stand-in on %s:8006" % HOST_IP, lambda: tcp_open(8006), 60)
-    ca = os.path.join(BUILD, "pve-api-ca.pem")
+    ca = os.path.join(STATE, "pve-api-ca.pem")
     with open(ca, "w") as fh:
         fh.write(ssh_ok(key, "cat", "/etc/gpuserve-lab/pve-api/cert.pem").stdout)
     hub_start()
-    inv = os.path.join(BUILD, "inventory.yml")
+    inv = os.path.join(STATE, "inventory.yml")
     with open(inv, "w") as fh:
         fh.write(INVENTORY.format(ip=HOST_IP, key=key, ca=ca))
     log("up: inventory %s" % inv)
 
 
-HUB_DIR = os.path.join(BUILD, "hub")
+HUB_DIR = os.path.join(STATE, "hub")
 OLAH = os.path.join(ROOT, ".venv-hub", "bin", "olah-cli")
 
 
-def hub_stop():
+def hub_stop(hub_dir=HUB_DIR):
     try:
-        with open(os.path.join(HUB_DIR, "hub.json")) as fh:
+        with open(os.path.join(hub_dir, "hub.json")) as fh:
             pid = json.load(fh)["pid"]
         os.kill(pid, signal.SIGTERM)
         log("stopped the local Hub (pid %d)" % pid)
@@ -268,7 +286,7 @@ def hub_stop():
             os.kill(pid, 0)
     except (OSError, ValueError, KeyError):
         pass
-    shutil.rmtree(HUB_DIR, ignore_errors=True)
+    shutil.rmtree(hub_dir, ignore_errors=True)
 
 
 def hub_start():
@@ -284,18 +302,18 @@ def hub_start():
     try:
         # the lab has one fixed address: a Hub another checkout's lab left running holds the port (say so, rather
         # than waiting a minute for ours to come up)
-        if probe.connect_ex((gateway, 8091)) == 0:
-            sys.exit("lab: %s:8091 is already served - another lab (a second checkout's `lab.py up`) is running; run "
+        if probe.connect_ex((gateway, HUB_PORT)) == 0:
+            sys.exit("lab: %s:%d is already served - another lab (a second checkout's `lab.py up`) is running; run "
                      "`python3 tests/lab/lab.py down` there first (one lab at a time)" % gateway)
     finally:
         probe.close()
     os.makedirs(HUB_DIR)
     with open(os.path.join(HUB_DIR, "serve.log"), "w") as out:
         subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "lab", "local_hub.py"), "serve", "--workdir", HUB_DIR,
-                          "--olah", OLAH, "--bind", gateway, "--port", "8091"],
+                          "--olah", OLAH, "--bind", gateway, "--port", str(HUB_PORT)],
                          stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     state = os.path.join(HUB_DIR, "hub.json")
-    wait_for("the local Hub on %s:8091" % gateway, lambda: os.path.exists(state), 60)
+    wait_for("the local Hub on %s:%d" % (gateway, HUB_PORT), lambda: os.path.exists(state), 60)
     with open(state) as fh:
         hub = json.load(fh)
     log("local Hub at %s (%s@%s)" % (hub["endpoint"], hub["repo_id"], hub["revision"][:12]))
@@ -320,7 +338,10 @@ def main(argv):
     elif cmd == "down":
         down()
     elif cmd == "env":
-        print("export CONTAINERS_CONF=%s" % os.environ["CONTAINERS_CONF"])
+        # what the molecule scenarios read for this slot's lab (tests/lab/molecule/base.yml)
+        print("export CONTAINERS_CONF=%s GPUSERVE_LAB_SLOT=%d GPUSERVE_LAB_HOST_IP=%s GPUSERVE_LAB_STATE=%s "
+              "GPUSERVE_LAB_HUB=http://%s:%d" % (os.environ["CONTAINERS_CONF"], SLOT, HOST_IP, STATE,
+                                                 HOST_IP.rsplit(".", 1)[0] + ".1", HUB_PORT))
     else:
         sys.exit(__doc__)
 
