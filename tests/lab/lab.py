@@ -162,8 +162,11 @@ def pvehost_image(base):
 def clean(every_slot=True):
     """Leftovers of a killed run: every slot's lab hosts and Hubs (`lab.py clean`), or this slot's only (`up`, with
     another slot's lab maybe running beside it)."""
-    for hub_dir in ([os.path.join(BUILD, "hub")] + [os.path.join(BUILD, d, "hub") for d in sorted(os.listdir(BUILD))
-                                                     if d.startswith("slot")]) if every_slot else [HUB_DIR]:
+    hub_dirs = [HUB_DIR]
+    if every_slot:
+        hub_dirs = [os.path.join(BUILD, "hub")] + [os.path.join(BUILD, d, "hub") for d in sorted(os.listdir(BUILD))
+                                                   if d.startswith("slot")]
+    for hub_dir in hub_dirs:
         hub_stop(hub_dir)
     ids = podman("ps", "-aq", "--filter", "label=" + (LABEL if every_slot else SLOT_LABEL),
                  capture_output=True, text=True).stdout.split()
