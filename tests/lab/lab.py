@@ -39,7 +39,10 @@ if not 0 <= SLOT <= 9:
     sys.exit("lab: GPUSERVE_LAB_SLOT=%s: give 0-9" % SLOT)
 SLOT_LABEL = "io.gpuserve.lab.slot=%d" % SLOT
 HOST_NAME = "gpuserve-lab-pvehost" + ("-%d" % SLOT if SLOT else "")
-HOST_IP = os.environ.get("GPUSERVE_LAB_HOST_IP") or "10.88.0.%d" % (200 + SLOT)
+# derived from the slot alone: `lab.py env` exports GPUSERVE_LAB_HOST_IP for the scenarios, and an export left in
+# a shell must not move another slot's lab onto this address
+HOST_IP = "10.88.0.%d" % (200 + SLOT)
+GATEWAY = "10.88.0.1"             # podman's default network: where the lab's guests reach the Hub
 HUB_PORT = 8091 + SLOT
 STATE = BUILD if SLOT == 0 else os.path.join(BUILD, "slot%d" % SLOT)
 SUITE = "bookworm"
@@ -299,24 +302,24 @@ def hub_start():
     if not os.path.exists(OLAH):
         log("no local Hub: %s is missing (tests/ci/bootstrap.sh installs it)" % OLAH)
         return None
-    gateway = HOST_IP.rsplit(".", 1)[0] + ".1"
     probe = socket.socket()
     probe.settimeout(2)
     try:
-        # the lab has one fixed address: a Hub another checkout's lab left running holds the port (say so, rather
+        # each slot has one fixed port: a Hub another checkout's lab of this slot left running holds it (say so, rather
         # than waiting a minute for ours to come up)
-        if probe.connect_ex((gateway, HUB_PORT)) == 0:
-            sys.exit("lab: %s:%d is already served - another lab (a second checkout's `lab.py up`) is running; run "
-                     "`python3 tests/lab/lab.py down` there first (one lab at a time)" % gateway)
+        if probe.connect_ex((GATEWAY, HUB_PORT)) == 0:
+            sys.exit("lab: %s:%d is already served - another lab of slot %d (a second checkout's `lab.py up`) is "
+                     "running; run `python3 tests/lab/lab.py down` there first, or use another GPUSERVE_LAB_SLOT"
+                     % (GATEWAY, HUB_PORT, SLOT))
     finally:
         probe.close()
     os.makedirs(HUB_DIR)
     with open(os.path.join(HUB_DIR, "serve.log"), "w") as out:
         subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "lab", "local_hub.py"), "serve", "--workdir", HUB_DIR,
-                          "--olah", OLAH, "--bind", gateway, "--port", str(HUB_PORT)],
+                          "--olah", OLAH, "--bind", GATEWAY, "--port", str(HUB_PORT)],
                          stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     state = os.path.join(HUB_DIR, "hub.json")
-    wait_for("the local Hub on %s:%d" % (gateway, HUB_PORT), lambda: os.path.exists(state), 60)
+    wait_for("the local Hub on %s:%d" % (GATEWAY, HUB_PORT), lambda: os.path.exists(state), 60)
     with open(state) as fh:
         hub = json.load(fh)
     log("local Hub at %s (%s@%s)" % (hub["endpoint"], hub["repo_id"], hub["revision"][:12]))
@@ -343,8 +346,7 @@ def main(argv):
     elif cmd == "env":
         # what the molecule scenarios read for this slot's lab (tests/lab/molecule/base.yml)
         print("export CONTAINERS_CONF=%s GPUSERVE_LAB_SLOT=%d GPUSERVE_LAB_HOST_IP=%s GPUSERVE_LAB_STATE=%s "
-              "GPUSERVE_LAB_HUB=http://%s:%d" % (os.environ["CONTAINERS_CONF"], SLOT, HOST_IP, STATE,
-                                                 HOST_IP.rsplit(".", 1)[0] + ".1", HUB_PORT))
+              "GPUSERVE_LAB_HUB=http://%s:%d" % (os.environ["CONTAINERS_CONF"], SLOT, HOST_IP, STATE, GATEWAY, HUB_PORT))
     else:
         sys.exit(__doc__)
 
