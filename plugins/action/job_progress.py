@@ -189,7 +189,7 @@ class ActionModule(ActionBase):
                                         "background, %s" % (args["jid"], args["timeout"], polls,
                                                             last or "no progress reported"))
             # a job that ends quickly (a no-op re-run) is seen at once: 0.25, 0.5, 1 s, ... up to the interval
-            time.sleep(min(args["interval"], 0.25 * 2 ** (polls - 1)))
+            time.sleep(min(args["interval"], 0.25 * 2 ** min(polls - 1, 20)))   # capped: 2 ** 1024 is no float
         # the finished job's results file is the module's own JSON result (what async_status would return): read
         # from the last poll, then removed with one low-level command - no two module round trips on every wait
         status = json.loads(final)
