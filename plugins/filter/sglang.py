@@ -7,47 +7,46 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import importlib
+
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import (
-    ArgvError, args_from_argv, is_loopback, local_url, server_argv, validate_args,
-)
-from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_files import repo_id_problem
-from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import policy_versions, select_gpus
-from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import vmid_problem
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_router import RouterError, router_argv, router_problems
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_group import group_layout, manifest_digest, rank_mismatches
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import parse_log
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import systemd_exec_line
-from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import flash_attn_mismatches, max_build_jobs, parse_lock
+
+
+def _mu(name):
+    """A module_utils module of this collection, imported when a filter first needs it. Ansible runs each task in a
+    worker process of its own that loads this file again: importing every module_utils up front cost about 0.1 s
+    per task that used any of these filters (measured on the lab), now a task pays for what it uses."""
+    return importlib.import_module("ansible_collections.gpuserve.sglang.plugins.module_utils." + name)
 
 
 def sglang_log(text):
     if not isinstance(text, str):
         raise AnsibleFilterError("sglang_log: expected log text, got %s" % type(text).__name__)
-    return parse_log(text)
+    return _mu("sglang_log").parse_log(text)
 
 
 def sglang_argv(args, python, model_path, config_file=None):
+    m = _mu("sglang_argv")
     try:
-        return server_argv(python, model_path, args, config_file=config_file or None)
-    except ArgvError as exc:
+        return m.server_argv(python, model_path, args, config_file=config_file or None)
+    except m.ArgvError as exc:
         raise AnsibleFilterError("sglang_argv: %s" % exc)
 
 
 def sglang_args_problems(args):
     if not isinstance(args, dict):
         raise AnsibleFilterError("sglang_args_problems: expected the server args as a mapping")
-    return validate_args(args)
+    return _mu("sglang_argv").validate_args(args)
 
 
 def sglang_args_from_argv(argv):
     if not isinstance(argv, (list, tuple)):
         raise AnsibleFilterError("sglang_args_from_argv: expected the argv list of a launch record")
-    return args_from_argv(list(argv))
+    return _mu("sglang_argv").args_from_argv(list(argv))
 
 
 def sglang_is_loopback(host):
-    return is_loopback(host)
+    return _mu("sglang_argv").is_loopback(host)
 
 
 def sglang_server_groups(hostvars, names):
@@ -64,47 +63,47 @@ def sglang_server_groups(hostvars, names):
                       "dist_port": hv.get("sglang_server_dist_port", 5000),
                       "port": hv.get("sglang_server_port", 30000), "tp_size": args.get("tp_size", 1),
                       "pp_size": args.get("pp_size", 1), "gpus": len(gpus) if isinstance(gpus, (list, tuple)) and gpus else None})
-    return group_layout(hosts)
+    return _mu("sglang_group").group_layout(hosts)
 
 
 def sglang_group_mismatches(ranks, group):
-    return rank_mismatches(group, ranks)
+    return _mu("sglang_group").rank_mismatches(group, ranks)
 
 
 def sglang_manifest_digest(manifest):
-    return manifest_digest(manifest)
+    return _mu("sglang_group").manifest_digest(manifest)
 
 
 def sglang_local_url(host, port=30000):
-    return local_url(host, port)
+    return _mu("sglang_argv").local_url(host, port)
 
 
 def sglang_systemd_exec(argv):
     if not isinstance(argv, (list, tuple)) or not all(isinstance(a, str) for a in argv):
         raise AnsibleFilterError("sglang_systemd_exec: expected an argv list of strings")
-    return systemd_exec_line(list(argv))
+    return _mu("sglang_process").systemd_exec_line(list(argv))
 
 
 def uv_lock_pins(text):
     if not isinstance(text, str):
         raise AnsibleFilterError("uv_lock_pins: expected the text of a lock file")
-    return parse_lock(text)
+    return _mu("uv_venv").parse_lock(text)
 
 
 def flash_attn_wheel_problems(filename, torch_version, cuda_version, python_version, cxx11abi=True, machine="x86_64"):
-    return flash_attn_mismatches(str(filename), str(torch_version), str(cuda_version), str(python_version),
-                                 bool(cxx11abi), str(machine))
+    return _mu("uv_venv").flash_attn_mismatches(str(filename), str(torch_version), str(cuda_version),
+                                                str(python_version), bool(cxx11abi), str(machine))
 
 
 def flash_attn_max_jobs(cpus, mem_total_mib, mib_per_job=6144):
-    return max_build_jobs(cpus, mem_total_mib, mib_per_job)
+    return _mu("uv_venv").max_build_jobs(cpus, mem_total_mib, mib_per_job)
 
 
 def nvidia_select_gpus(gpus, selectors):
     """The GPUs (nvidia_gpu_facts' list) named by device minors, UUIDs or PCI bus ids; every GPU when none given."""
     if not isinstance(gpus, list):
         raise AnsibleFilterError("nvidia_select_gpus: expected the gpus list of nvidia_gpu_facts")
-    selected, problems = select_gpus(list(selectors or []), gpus)
+    selected, problems = _mu("nvidia").select_gpus(list(selectors or []), gpus)
     if problems:
         raise AnsibleFilterError("lxc_gpu_passthrough_gpus: %s" % "; ".join(problems))
     missing = [g.get("uuid") for g in selected if g.get("minor") is None]
@@ -131,31 +130,32 @@ def nvidia_gpu_minors(selectors, gpus):
 def apt_policy_versions(text, version=None):
     if not isinstance(text, str):
         raise AnsibleFilterError("apt_policy_versions: expected the text of apt-cache policy")
-    return policy_versions(text, version)
+    return _mu("nvidia").policy_versions(text, version)
 
 
 def hf_repo_id_problem(repo_id):
     """Why repo_id is not a Hub model id (the one rule hf_snapshot, the hf_model role and deploy.yml apply), or ''."""
-    return repo_id_problem(repo_id) or ""
+    return _mu("hf_files").repo_id_problem(repo_id) or ""
 
 
 def pve_vmid_problem(value, name="vmid"):
     """Why value is not a Proxmox CT id, naming the variable ``name`` (the one rule of deploy.yml, the roles and
     pve_lxc), or ''."""
-    return vmid_problem(value, name)
+    return _mu("pve_conf").vmid_problem(value, name)
 
 
 def sglang_router_argv(host, port, policy, prometheus_host=None, prometheus_port=None, extra=None):
     """The router's arguments without workers and key (module_utils.sglang_router.router_argv)."""
+    m = _mu("sglang_router")
     try:
-        return router_argv(host, port, policy, [], prometheus_host, prometheus_port, extra or {})
-    except (RouterError, TypeError, ValueError) as e:
+        return m.router_argv(host, port, policy, [], prometheus_host, prometheus_port, extra or {})
+    except (m.RouterError, TypeError, ValueError) as e:
         raise AnsibleFilterError("sglang_router_argv: %s" % e)
 
 
 def sglang_router_problems(host, port, policy, workers, extra=None, keyed=True, public_ok=False):
     """The role's preflight: what is wrong with the router's settings, each naming its sglang_router_ variable."""
-    return router_problems(host, port, policy, workers, extra, "sglang_router_", bool(keyed), bool(public_ok))
+    return _mu("sglang_router").router_problems(host, port, policy, workers, extra, "sglang_router_", bool(keyed), bool(public_ok))
 
 
 class FilterModule(object):

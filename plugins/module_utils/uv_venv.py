@@ -238,6 +238,81 @@ print(json.dumps(facts, sort_keys=True))
 '''
 
 
+# The last import check's answer, kept in the build (root's, beside its marker) so that a re-run need not start the
+# venv's interpreter again (importing torch and SGLang takes 10-30 s on a GPU node). It is reused only while what it
+# depends on is the same: the names asked, every entry of the venv's site-packages (name, size, mtime: a package
+# installed, removed or replaced changes them), the interpreter the venv's python resolves to, and what the
+# container sees of the GPUs (its /dev/nvidia* nodes and the loaded driver's version).
+IMPORTS_CACHE = ".gpuserve-imports.json"
+
+
+def gpu_view(dev="/dev", version_file="/proc/driver/nvidia/version"):
+    """The GPU side an import check depends on (torch's CUDA answer): the nvidia device nodes and the driver version."""
+    try:
+        nodes = sorted(n for n in os.listdir(dev) if n.startswith("nvidia"))
+    except OSError:
+        nodes = []
+    try:
+        with open(version_file) as f:
+            driver = f.read().strip()
+    except (IOError, OSError):
+        driver = None
+    return {"nodes": nodes, "driver": driver}
+
+
+def imports_fingerprint(venv_dir, names, gpus):
+    """A digest of everything an import check's answer depends on (see IMPORTS_CACHE)."""
+    h = hashlib.sha256(json.dumps([sorted(names), gpus], sort_keys=True).encode("utf-8"))
+    lib = os.path.join(venv_dir, "lib")
+    for sub in sorted(os.listdir(lib)) if os.path.isdir(lib) else []:
+        sp = os.path.join(lib, sub, "site-packages")
+        if not os.path.isdir(sp):
+            continue
+        entries = []
+        for name in os.listdir(sp):
+            st = os.lstat(os.path.join(sp, name))
+            entries.append([name, st.st_size, st.st_mtime_ns])
+        h.update(json.dumps([sub, sorted(entries)]).encode("utf-8"))
+    python = os.path.join(venv_dir, "bin", "python")
+    try:
+        real = os.path.realpath(python)
+        st = os.stat(real)
+        h.update(("%s %d %d" % (real, st.st_size, st.st_mtime_ns)).encode("utf-8"))
+    except OSError:
+        h.update(b"no interpreter")
+    return h.hexdigest()
+
+
+def read_imports_cache(build_dir, fingerprint):
+    """The cached answer when it was recorded for this fingerprint, else None."""
+    try:
+        with open(os.path.join(build_dir, IMPORTS_CACHE)) as f:
+            doc = json.load(f)
+    except (IOError, OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("fingerprint") != fingerprint or not isinstance(doc.get("imports"), dict):
+        return None
+    return doc
+
+
+def write_imports_cache(build_dir, fingerprint, imports, when):
+    """Record an answer (only one without import errors is worth keeping); a failure to write is not an error."""
+    path = os.path.join(build_dir, IMPORTS_CACHE)
+    tmp = "%s.tmp-%d" % (path, os.getpid())
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"fingerprint": fingerprint, "imports": imports, "verified_at": when}, f, sort_keys=True)
+        os.rename(tmp, path)
+        return True
+    except (IOError, OSError):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+
+
 def parse_verify(stdout):
     """The JSON VERIFY_CODE printed (its last line: an import may print before it), or None."""
     for line in reversed((stdout or "").strip().splitlines()):

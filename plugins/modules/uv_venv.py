@@ -141,6 +141,19 @@ options:
     type: list
     elements: str
     default: []
+  verify_cached:
+    description:
+      - Reuse the last answer of O(verify_imports) instead of starting the venv's interpreter again (importing
+        torch and SGLang takes 10-30 s on a GPU node), while everything it depends on is unchanged - the names
+        asked, every entry of the venv's site-packages (name, size, mtime), the interpreter its C(python)
+        resolves to, the container's C(/dev/nvidia*) nodes and the loaded driver's version. The answer is kept in
+        the build (C(.gpuserve-imports.json), root's), written only by a run that is not in check mode and only
+        when nothing failed to import. RV(imports) then says C(cached=true) and when it was asked (C(verified_at)).
+      - A file changed inside a package directory without changing its top-level entry is not seen; builds are
+        root's and read-only to everyone else (only root can do that).
+    type: bool
+    default: false
+    version_added: 0.7.0
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 attributes:
@@ -175,10 +188,12 @@ imports:
   description:
     - With O(verify_imports), what the venv's interpreter imported - C(python) (its version), C(executable), each
       module's C(__version__) (null when not installed), C(errors) (module -> the import error), and with torch
-      C(torch_cuda), C(cuda_available), C(gpu_count), C(cxx11abi).
+      C(torch_cuda), C(cuda_available), C(gpu_count), C(cxx11abi); C(cached) (the answer was reused, see
+      O(verify_cached)) and C(verified_at) (when the interpreter was asked, seconds since the epoch).
   returned: when O(verify_imports) is set and the venv exists
   type: dict
-  sample: {"python": "3.11.2", "sglang": "0.5.9", "torch": "2.9.1", "flash_attn": null, "errors": {}}
+  sample: {"python": "3.11.2", "sglang": "0.5.9", "torch": "2.9.1", "flash_attn": null, "errors": {}, "cached": false,
+           "verified_at": 1796150000}
 decision:
   description: C(none), C(switch) (to an existing complete build), C(build), C(repair) (an interrupted build redone),
     or C(seal) (the build in service made root's and read-only).
@@ -229,8 +244,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import (
-    VERIFY_CODE, BuildProgress, build_id, decide, install_steps, parse_lock, parse_verify, prune, read_marker,
-    run_streaming, seal, write_marker)
+    VERIFY_CODE, BuildProgress, build_id, decide, gpu_view, imports_fingerprint, install_steps, parse_lock, parse_verify,
+    prune, read_imports_cache, read_marker, run_streaming, seal, write_imports_cache, write_marker)
 
 
 MIN_PYTHON = (3, 10)   # sglang 0.5.9's Requires-Python
@@ -314,16 +329,38 @@ class Builder(object):
 def finish(module, b, path, result):
     """Exit with the result; with verify_imports, the venv's interpreter first imports them (as the owner) and
     the answer is returned as ``imports`` - in the same call, so a no-op re-run needs no second round trip. In
-    check mode a venv that would change is not asked (it is not there yet)."""
+    check mode a venv that would change is not asked (it is not there yet). With verify_cached, the last answer is
+    reused while the venv's packages, its interpreter and the GPUs the container sees are unchanged
+    (module_utils.uv_venv.IMPORTS_CACHE); only a real run records an answer, and only one without import errors."""
     names = module.params["verify_imports"]
     if names and not (module.check_mode and result["changed"]):
+        build_dir = os.path.realpath(path)
+        fingerprint = imports_fingerprint(build_dir, names, gpu_view()) if module.params["verify_cached"] else None
+        cached = read_imports_cache(build_dir, fingerprint) if fingerprint else None
+        if cached is not None:
+            result["imports"] = dict(cached["imports"], cached=True, verified_at=cached["verified_at"])
+            module.exit_json(**result)
         python = os.path.join(path, "bin", "python")
         err = b.run([python, "-c", VERIFY_CODE] + names, "importing %s with %s" % (", ".join(names), python))
         imports = None if err else parse_verify(b.last_out)
         if imports is None:
             module.fail_json(msg="%s: %s" % (python, err or "printed no JSON: %s" % b.last_out.strip()[-1000:]), **result)
-        result["imports"] = imports
+        now = int(time.time())
+        if fingerprint and not module.check_mode and not imports.get("errors") and os.geteuid() == os.lstat(build_dir).st_uid:
+            write_imports_cache(build_dir, fingerprint, imports, now)
+        result["imports"] = dict(imports, cached=False, verified_at=now)
     module.exit_json(**result)
+
+
+def find_interpreter(module, b, p):
+    """The interpreter uv finds for O(python) (a version such as 3.11, or a path), or fail naming it."""
+    err = b.run([p["uv"], "python", "find", "--no-project", p["python"]], "finding Python %s" % p["python"])
+    if err:
+        module.fail_json(msg="python=%s: no such interpreter on the target (%s). Install it (apt install python3.X) "
+                             "or point python at one that exists%s" % (
+                                 p["python"], err.splitlines()[-1] if err else "",
+                                 "" if p["python_downloads"] else ", or allow python_downloads"))
+    return b.last_out.strip().splitlines()[-1]
 
 
 def main():
@@ -351,6 +388,7 @@ def main():
             no_binary=dict(type="list", elements="str", default=[]),
             progress_file=dict(type="path"),
             verify_imports=dict(type="list", elements="str", default=[]),
+            verify_cached=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -385,17 +423,15 @@ def main():
             module.fail_json(msg="python=%s is Python %s: SGLang needs Python %d.%d or newer; point python at a newer "
                                  "interpreter (apt install python3) - nothing was built" % (
                                      p["python"], out.strip(), MIN_PYTHON[0], MIN_PYTHON[1]))
-    err = b.run([p["uv"], "python", "find", "--no-project", p["python"]], "finding Python %s" % p["python"])
-    if err:
-        module.fail_json(msg="python=%s: no such interpreter on the target (%s). Install it (apt install python3.X) "
-                             "or point python at one that exists%s" % (
-                                 p["python"], err.splitlines()[-1] if err else "",
-                                 "" if p["python_downloads"] else ", or allow python_downloads"))
-    interpreter = b.last_out.strip().splitlines()[-1]
-    rc, out, err = module.run_command([interpreter, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"])
-    if rc != 0:
-        module.fail_json(msg="python=%s (%s) does not run: %s" % (p["python"], interpreter, err.strip()))
-    py_version = out.strip()
+        # the version just printed is the build id's; uv is asked to find this interpreter only before a build
+        # (a re-run that changes nothing starts no uv)
+        interpreter, py_version = None, out.strip()
+    else:
+        interpreter = find_interpreter(module, b, p)
+        rc, out, err = module.run_command([interpreter, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"])
+        if rc != 0:
+            module.fail_json(msg="python=%s (%s) does not run: %s" % (p["python"], interpreter, err.strip()))
+        py_version = out.strip()
 
     lock_sha = hashlib.sha256(lock_bytes).hexdigest()
     sources = dict(index_url=p["index_url"] or "", extra_index_urls=p["extra_index_urls"], find_links=p["find_links"],
@@ -432,7 +468,7 @@ def main():
         if b.user is not None:
             os.chown(build_dir, b.user.pw_uid, b.user.pw_gid)
         try:
-            failure = build(b, p, interpreter, build_dir)
+            failure = build(b, p, interpreter or find_interpreter(module, b, p), build_dir)
         finally:
             b.clear_progress()
         if failure:

@@ -268,3 +268,43 @@ def test_verify_imports_answers_in_the_same_call_also_when_nothing_changed(site)
     again = run_module(M, args(site, lk, verify_imports=names), check=True)
     assert again["changed"] is False and again["imports"]["broken"] is None
     assert "a_dependency_that_is_missing" in again["imports"]["errors"]["broken"]
+
+
+def test_verify_cached_reuses_the_last_answer_until_something_it_depends_on_changes(site):
+    """verify_cached (role sglang_venv's re-runs): the first real run imports and records its answer in the build;
+    a no-op re-run returns that answer without starting the interpreter (same verified_at); a package added to the
+    venv makes it ask again; an answer with an import error is never recorded; check mode records nothing."""
+    lk = lock(site, "alpha==1.0")
+    names = ["alpha", "beta"]
+    built = run_module(M, args(site, lk, verify_imports=names, verify_cached=True))
+    assert built.get("failed") is not True, built.get("msg")
+    cache = os.path.join(built["build_path"], ".gpuserve-imports.json")
+    assert built["imports"]["cached"] is False and built["imports"]["alpha"] == "1.0" and os.path.isfile(cache)
+    assert os.stat(cache).st_uid == 0 and stat.S_IMODE(os.stat(cache).st_mode) == 0o644
+    time.sleep(1.1)
+    again = run_module(M, args(site, lk, verify_imports=names, verify_cached=True))
+    assert again["changed"] is False and again["imports"]["cached"] is True
+    assert again["imports"]["verified_at"] == built["imports"]["verified_at"]
+    assert again["imports"]["alpha"] == "1.0" and again["imports"]["beta"] == "1.0"
+    uncached = run_module(M, args(site, lk, verify_imports=names))                # without verify_cached: asked
+    assert uncached["imports"]["cached"] is False and uncached["imports"]["verified_at"] > built["imports"]["verified_at"]
+
+    site_packages = venv_python_says(site, "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    broken = pathlib.Path(site_packages) / "broken"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("import a_dependency_that_is_missing\n")
+    names = names + ["broken"]
+    with_error = run_module(M, args(site, lk, verify_imports=names, verify_cached=True))
+    assert with_error["imports"]["cached"] is False and "broken" in with_error["imports"]["errors"]
+    still = run_module(M, args(site, lk, verify_imports=names, verify_cached=True))
+    assert still["imports"]["cached"] is False and "broken" in still["imports"]["errors"]   # a failure is asked again
+
+    (broken / "__init__.py").write_text("__version__ = '0.1'\n")
+    os.utime(str(broken), ns=(1, 1))                                              # its entry in site-packages changed
+    os.unlink(cache)
+    checked = run_module(M, args(site, lk, verify_imports=names, verify_cached=True), check=True)
+    assert checked["imports"]["cached"] is False and checked["imports"]["broken"] == "0.1"
+    assert not os.path.exists(cache)                                              # check mode wrote nothing
+    fixed = run_module(M, args(site, lk, verify_imports=names, verify_cached=True))
+    assert fixed["imports"]["cached"] is False and fixed["imports"]["broken"] == "0.1" and os.path.isfile(cache)
+    assert run_module(M, args(site, lk, verify_imports=names, verify_cached=True))["imports"]["cached"] is True

@@ -181,3 +181,59 @@ def test_a_marker_round_trips_and_a_sealed_build_is_roots_without_group_or_other
     uv.seal(str(build))
     assert stat.S_IMODE(os.stat(str(f)).st_mode) == 0o644 and os.stat(str(f)).st_uid == 0
     assert os.stat("/etc/passwd").st_mode == before               # the link's target untouched
+
+
+def _venv(tmp_path):
+    build = tmp_path / "build"
+    sp = build / "lib" / "python3.11" / "site-packages"
+    (sp / "alpha").mkdir(parents=True)
+    (sp / "alpha-1.0.dist-info").mkdir()
+    (build / "bin").mkdir()
+    real = tmp_path / "python3.11"
+    real.write_text("#!/bin/sh\n")
+    os.symlink(str(real), str(build / "bin" / "python"))
+    return build, sp, real
+
+
+def test_the_import_check_fingerprint_moves_with_every_input_it_depends_on(tmp_path):
+    build, sp, real = _venv(tmp_path)
+    gpus = {"nodes": ["nvidia0", "nvidiactl"], "driver": "NVRM version: 580.126.09"}
+    base = uv.imports_fingerprint(str(build), ["sglang", "torch"], gpus)
+    assert base == uv.imports_fingerprint(str(build), ["torch", "sglang"], dict(gpus))    # order of names: same
+    assert base != uv.imports_fingerprint(str(build), ["sglang"], gpus)                   # other names asked
+    assert base != uv.imports_fingerprint(str(build), ["sglang", "torch"], dict(gpus, nodes=["nvidiactl"]))
+    assert base != uv.imports_fingerprint(str(build), ["sglang", "torch"], dict(gpus, driver="NVRM 575"))
+    (sp / "beta").mkdir()                                                                  # a package installed
+    installed = uv.imports_fingerprint(str(build), ["sglang", "torch"], gpus)
+    assert installed != base
+    os.rmdir(str(sp / "beta"))
+    os.utime(str(sp / "alpha-1.0.dist-info"), ns=(1, 1))                                  # one replaced
+    replaced = uv.imports_fingerprint(str(build), ["sglang", "torch"], gpus)
+    assert replaced not in (base, installed)
+    os.utime(str(real), ns=(2, 2))                                                         # the interpreter upgraded
+    assert uv.imports_fingerprint(str(build), ["sglang", "torch"], gpus) != replaced
+
+
+def test_an_import_answer_is_read_back_only_for_its_own_fingerprint(tmp_path):
+    build = _venv(tmp_path)[0]
+    facts = {"sglang": "0.5.9", "errors": {}}
+    assert uv.read_imports_cache(str(build), "f1") is None                      # none recorded yet
+    assert uv.write_imports_cache(str(build), "f1", facts, 1796150000) is True
+    doc = uv.read_imports_cache(str(build), "f1")
+    assert doc["imports"] == facts and doc["verified_at"] == 1796150000
+    assert uv.read_imports_cache(str(build), "f2") is None                      # anything changed: asked again
+    (build / uv.IMPORTS_CACHE).write_text("{torn")
+    assert uv.read_imports_cache(str(build), "f1") is None
+    assert uv.write_imports_cache(str(tmp_path / "gone"), "f1", facts, 1) is False   # cannot write: not an error
+
+
+def test_the_gpu_view_is_the_nvidia_nodes_and_the_driver_version(tmp_path):
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for n in ("nvidia1", "nvidiactl", "null", "nvidia-uvm"):
+        (dev / n).write_text("")
+    version = tmp_path / "version"
+    version.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.126.09\n")
+    assert uv.gpu_view(str(dev), str(version)) == {
+        "nodes": ["nvidia-uvm", "nvidia1", "nvidiactl"], "driver": "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.126.09"}
+    assert uv.gpu_view(str(tmp_path / "nodev"), str(tmp_path / "noversion")) == {"nodes": [], "driver": None}
