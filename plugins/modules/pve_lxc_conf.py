@@ -104,6 +104,18 @@ options:
         so a role needs no second call for it. A C(pct) that fails fails the task with its words.
     type: bool
     default: false
+  open_if_unchanged:
+    description:
+      - Device nodes to open inside the container, in this same call, when the config needs no change and the
+        container is running (O(status) must be true) - C(pct exec <vmid> -- head -q -c 0 -- <paths>) opens each
+        read-only and reads nothing, and names each one it cannot open on stderr. Returned as RV(opened) for the
+        caller to classify. Not done when the config changes (the devices take effect only after a restart) or the
+        container is not running - RV(opened) is then absent and the caller opens them itself after the restart.
+      - Read-only, so also done in check mode.
+    type: list
+    elements: path
+    default: []
+    version_added: 0.7.0
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 attributes:
@@ -138,6 +150,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+opened:
+  description:
+    - "What opening O(open_if_unchanged) inside the container said: C(rc) (0 all opened, 1 one or more could not be),
+      C(stderr) and C(stderr_lines) (C(head: cannot open '/dev/nvidia0' for reading: Operation not permitted))."
+  returned: when O(open_if_unchanged) is set, the config needed no change and the container is running
+  type: dict
+  sample: {"rc": 0, "stderr": "", "stderr_lines": []}
 status:
   description: The container's state as C(pct status) says it (C(running), C(stopped)), before any change.
   returned: when O(status) is true
@@ -203,10 +222,13 @@ def main():
             backup_dir=dict(type="path", default="/var/lib/gpuserve-sglang/pve-backups"),
             backup_keep=dict(type="int", default=10),
             status=dict(type="bool", default=False),
+            open_if_unchanged=dict(type="list", elements="path", default=[]),
         ),
         supports_check_mode=True,
     )
     p = module.params
+    if p["open_if_unchanged"] and not p["status"]:
+        module.fail_json(msg="open_if_unchanged needs status=true (the nodes are opened only in a running container)")
     path = os.path.join(p["conf_dir"], "%d.conf" % p["vmid"])
     result = dict(changed=False, path=path, restart_needed=False, devices=[])
     if not os.path.exists(path):
@@ -272,6 +294,15 @@ def main():
             with open(path, "r+") as fh:   # in place: pmxcfs refuses chmod and rename
                 fh.write(after)
                 fh.truncate()
+    elif p["open_if_unchanged"] and result.get("status") == "running":
+        # the devices in the config are the ones the running CT started with only if the config did not change
+        argv = [module.get_bin_path("pct", required=True), "exec", str(p["vmid"]), "--", "head", "-q", "-c", "0",
+                "--"] + p["open_if_unchanged"]
+        rc, _out, err = module.run_command(argv)
+        if rc not in (0, 1):
+            module.fail_json(msg="pct exec %d (opening the passed nodes): rc %d: %s" % (p["vmid"], rc, err.strip()),
+                             **result)
+        result["opened"] = dict(rc=rc, stderr=err, stderr_lines=err.splitlines())
     module.exit_json(**result)
 
 

@@ -154,6 +154,16 @@ options:
     type: bool
     default: false
     version_added: 0.7.0
+  uv_version:
+    description:
+      - The version O(uv) must be (C(uv --version), asked as O(owner)), checked only when uv is about to run - to
+        build, or to find an interpreter O(python) gives by version. When it is another version or missing, nothing
+        is done - the module returns unchanged with RV(uv_ok) false and RV(uv_found), for the caller to install the
+        pinned uv and call again (role sglang_venv does). A run that needs no uv - nothing to do, a switch, check
+        mode with O(python) a path - does not ask it, and a missing O(uv) is then no error.
+      - Without it, O(uv) must be an executable file, checked first.
+    type: str
+    version_added: 0.7.0
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 attributes:
@@ -194,9 +204,19 @@ imports:
   type: dict
   sample: {"python": "3.11.2", "sglang": "0.5.9", "torch": "2.9.1", "flash_attn": null, "errors": {}, "cached": false,
            "verified_at": 1796150000}
+uv_ok:
+  description: With O(uv_version), whether uv is that version - false means nothing was done (see O(uv_version)).
+  returned: when O(uv_version) is set and uv was about to run
+  type: bool
+uv_found:
+  description: The version O(uv) said (C(uv --version)), or null when it is missing or does not run.
+  returned: when RV(uv_ok) is false
+  type: str
+  sample: 0.8.22
 decision:
   description: C(none), C(switch) (to an existing complete build), C(build), C(repair) (an interrupted build redone),
-    or C(seal) (the build in service made root's and read-only).
+    or C(seal) (the build in service made root's and read-only); C(uv) when uv, not the O(uv_version) one, was
+    needed to find the interpreter before anything could be decided.
   returned: always
   type: str
 build:
@@ -352,8 +372,29 @@ def finish(module, b, path, result):
     module.exit_json(**result)
 
 
+def ensure_uv(module, b, p, result):
+    """uv is about to run. Without uv_version it must be an executable; with uv_version it must also say that
+    version (asked as the owner, as every uv call here) - else nothing is done: exit unchanged with uv_ok=false and
+    what was found, for the caller to install the pinned uv and call again."""
+    usable = os.path.isfile(p["uv"]) and os.access(p["uv"], os.X_OK)
+    if not p["uv_version"]:
+        if not usable:
+            module.fail_json(msg="uv=%s is not an executable file; install uv first (role sglang_venv does)" % p["uv"])
+        return
+    found = None
+    if usable and b.run([p["uv"], "--version"], "uv --version") is None:
+        words = b.last_out.split()
+        found = words[1] if len(words) > 1 and words[0] == "uv" else b.last_out.strip()
+    if found != p["uv_version"]:
+        result = dict(result, changed=False, uv_ok=False, uv_found=found)
+        result.pop("diff", None)
+        module.exit_json(**result)
+    result["uv_ok"] = True
+
+
 def find_interpreter(module, b, p):
     """The interpreter uv finds for O(python) (a version such as 3.11, or a path), or fail naming it."""
+    ensure_uv(module, b, p, {"decision": "uv"})
     err = b.run([p["uv"], "python", "find", "--no-project", p["python"]], "finding Python %s" % p["python"])
     if err:
         module.fail_json(msg="python=%s: no such interpreter on the target (%s). Install it (apt install python3.X) "
@@ -389,6 +430,7 @@ def main():
             progress_file=dict(type="path"),
             verify_imports=dict(type="list", elements="str", default=[]),
             verify_cached=dict(type="bool", default=False),
+            uv_version=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -397,9 +439,10 @@ def main():
     store = (p["store"] or path + ".builds").rstrip("/")
     b = Builder(module)
 
-    # Preflight: nothing on disk changes before every input has been checked.
-    if not (os.path.isfile(p["uv"]) and os.access(p["uv"], os.X_OK)):
-        module.fail_json(msg="uv=%s is not an executable file; install uv first (role sglang_venv does)" % p["uv"])
+    # Preflight: nothing on disk changes before every input has been checked. With uv_version, uv is looked at
+    # only when it is about to run (ensure_uv): a re-run that changes nothing does not need it.
+    if not p["uv_version"]:
+        ensure_uv(module, b, p, {})
     try:
         with open(p["lock"], "rb") as f:
             lock_bytes = f.read()
@@ -456,6 +499,7 @@ def main():
         finish(module, b, path, result)
 
     if action in ("build", "repair"):
+        ensure_uv(module, b, p, result)
         if os.path.lexists(build_dir):
             shutil.rmtree(build_dir)
         if not os.path.isdir(store):

@@ -31,6 +31,7 @@ HEAVY_TASKS = (
     ("hf_model", "Progress until the download is done"),
     ("sglang_venv", "Pip-install uv"),
     ("sglang_venv", "The venv (built beside the one in service"),
+    ("sglang_venv", "The venv, built with the pinned uv just installed"),
     ("sglang_venv", "The venv with flash-attn built from source"),
     ("sglang_venv", "Build progress until the venv is switched in"),
 )

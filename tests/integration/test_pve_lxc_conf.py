@@ -138,3 +138,41 @@ def test_status_comes_in_the_same_call_and_a_failing_pct_is_named_with_nothing_w
     assert bad["failed"] is True
     assert bad["msg"] == "pct status 129: Configuration file 'nodes/pve/lxc/129.conf' does not exist"
     assert node["conf"].read_text() == written, "a failed status read changes nothing"
+
+
+def pct_running(tmp_path, state="running"):
+    """A pct on PATH for open_if_unchanged: `pct status` answers as PVE's does, and `pct exec <vmid> -- argv` runs
+    argv (here on this machine's device nodes, where PVE runs it inside the CT: the same argv and the same open()
+    answers - ENXIO for a node of a driver that is not loaded, ENOENT for a missing one). Every call is recorded."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    script = bin_dir / "pct"
+    script.write_text('#!/bin/sh\necho "$*" >> %s\ncase "$1" in\n  status) echo "status: %s" ;;\n'
+                      '  exec) [ "$3" = "--" ] || exit 2; shift 3; exec "$@" ;;\n  *) exit 2 ;;\nesac\n'
+                      % (tmp_path / "pct.argv", state))
+    script.chmod(0o755)
+    return {"PATH": "%s:%s" % (bin_dir, os.environ["PATH"])}
+
+
+def test_open_if_unchanged_opens_the_nodes_in_the_same_call_only_when_nothing_changes_in_a_running_ct(node, tmp_path):
+    """The role's verify open (`pct exec <vmid> -- head -q -c 0 -- nodes`) rides on the config call of a no-op
+    re-run; after a change (the CT must restart first) or in a stopped CT it is not done and not reported."""
+    nodes = [os.path.join(node["dev"], n) for n in ("nvidia0", "nvidiactl")]
+    want = args(node, devices=devs(node, "nvidia0", "nvidiactl", mode="0666"), status=True, open_if_unchanged=nodes)
+    changed = run_module(M, want, env=pct_running(tmp_path / "a"))
+    assert changed["changed"] is True and "opened" not in changed, changed.get("msg")
+    assert (tmp_path / "a" / "pct.argv").read_text() == "status 129\n"
+    stopped = run_module(M, want, env=pct_running(tmp_path / "b", "stopped"))
+    assert stopped["changed"] is False and stopped["status"] == "stopped" and "opened" not in stopped
+    same = run_module(M, dict(want, open_if_unchanged=nodes + [os.path.join(node["dev"], "nvidia7")]),
+                      env=pct_running(tmp_path / "c"), check=True)
+    assert same["changed"] is False and same["status"] == "running", same.get("msg")
+    assert (tmp_path / "c" / "pct.argv").read_text() == "status 129\nexec 129 -- head -q -c 0 -- %s\n" % " ".join(
+        nodes + [os.path.join(node["dev"], "nvidia7")])
+    said = same["opened"]
+    assert said["rc"] == 1 and said["stderr_lines"] == said["stderr"].splitlines()
+    assert any("nvidia0" in line and "No such device or address" in line for line in said["stderr_lines"])
+    assert any("nvidia7" in line and "No such file" in line for line in said["stderr_lines"])
+    bad = run_module(M, dict(want, status=False), env=pct_running(tmp_path / "d"))
+    assert bad["failed"] is True and bad["msg"].startswith("open_if_unchanged needs status=true")
+    assert not (tmp_path / "d" / "pct.argv").exists()

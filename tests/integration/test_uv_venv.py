@@ -308,3 +308,33 @@ def test_verify_cached_reuses_the_last_answer_until_something_it_depends_on_chan
     fixed = run_module(M, args(site, lk, verify_imports=names, verify_cached=True))
     assert fixed["imports"]["cached"] is False and fixed["imports"]["broken"] == "0.1" and os.path.isfile(cache)
     assert run_module(M, args(site, lk, verify_imports=names, verify_cached=True))["imports"]["cached"] is True
+
+
+def uv_said():
+    return subprocess.run([UV, "--version"], capture_output=True, text=True, check=True).stdout.split()[1]
+
+
+def test_uv_version_is_asked_only_when_uv_is_about_to_run(site):
+    """uv_version (role sglang_venv's build call): a build with uv at another version, or missing, does nothing
+    and says so (uv_ok false, uv_found) for the caller to install the pinned uv; with the pinned one it builds; a
+    no-op, a check-mode preview with a Python path and a switch never ask uv - a missing uv is then no error."""
+    lk = lock(site, "alpha==1.0")
+    pinned = uv_said()
+    wrong = run_module(M, args(site, lk, uv_version="0.0.1"))
+    assert wrong.get("failed") is not True, wrong.get("msg")
+    assert wrong["changed"] is False and wrong["uv_ok"] is False and wrong["uv_found"] == pinned
+    assert wrong["decision"] == "build" and not os.path.lexists(site["path"])     # nothing was built
+    assert not os.path.exists(site["path"] + ".builds")
+    missing = run_module(M, args(site, lk, uv=str(site["tmp"] / "no-uv"), uv_version=pinned))
+    assert missing["changed"] is False and missing["uv_ok"] is False and missing["uv_found"] is None
+    preview = run_module(M, args(site, lk, uv=str(site["tmp"] / "no-uv"), uv_version=pinned), check=True)
+    assert preview["changed"] is True and preview["decision"] == "build" and "uv_ok" not in preview
+    built = run_module(M, args(site, lk, uv_version=pinned))
+    assert built["changed"] is True and built["uv_ok"] is True and os.path.islink(site["path"])
+    again = run_module(M, args(site, lk, uv=str(site["tmp"] / "no-uv"), uv_version=pinned))
+    assert again.get("failed") is not True, again.get("msg")
+    assert again["changed"] is False and again["decision"] == "none" and "uv_ok" not in again
+    by_version = run_module(M, args(site, lk, python="%d.%d" % sys.version_info[:2], uv_version="0.0.1"))
+    assert by_version["changed"] is False and by_version["uv_ok"] is False and by_version["decision"] == "uv"
+    without = run_module(M, args(site, lk, uv=str(site["tmp"] / "no-uv")))                # no uv_version: as before
+    assert without["failed"] is True and "is not an executable file; install uv first" in without["msg"]

@@ -1,0 +1,94 @@
+"""The roles' preflights, through ansible-playbook on localhost: each bad input is refused by the preflight with the
+message that names it and the fix, before anything changes. Each role's preflight is one assert (a re-run pays one
+task, not one per check), whose checks run in order with the first failing one as the message - as the separate
+asserts they replaced did; the cases below hold every message and that order (two bad inputs: the first is named)."""
+import json
+import os
+import re
+
+import pytest
+
+from ansible_helpers import ROOT, recap, run_playbook
+
+LOCK_059 = os.path.join(ROOT, "roles", "sglang_venv", "files", "locks", "sglang-0.5.9.lock")
+SERVER = {"sglang_server_python": "/nonexistent/venv/bin/python", "sglang_server_model_path": "/nonexistent/model",
+          "sglang_server_plan": False}
+NVIDIA = {"nvidia_driver_version": "580.126.09", "nvidia_driver_runfile_path": "/nonexistent/NVIDIA.run",
+          "nvidia_driver_runfile_sha256": "0" * 64, "nvidia_driver_install_headers": False}
+HF = {"hf_model_repo_id": "tiny-org/model", "hf_model_dir": "/nonexistent/models/tiny",
+      "hf_model_revision": "0123456789abcdef0123456789abcdef01234567"}
+
+# (case, role, vars, what the message says) - every check of every merged preflight
+CASES = [
+    ("server-name", "sglang_server", dict(SERVER, sglang_server_name="my server"),
+     r"set sglang_server_python .* and a sglang_server_name of letters, digits, '-' and '_' \(got name=my server\)"),
+    ("server-name-first", "sglang_server", dict(SERVER, sglang_server_name="a b", sglang_server_args={"port": 1}),
+     r"sglang_server_name of letters"),
+    ("server-bind", "sglang_server", dict(SERVER, sglang_server_args={"port": 31000}),
+     r"sglang_server_args sets port: set sglang_server_host / sglang_server_port instead"),
+    ("server-public", "sglang_server", dict(SERVER, sglang_server_host="0.0.0.0"),
+     r"sglang_server_host=0\.0\.0\.0 exposes the GPUs to the network: set sglang_server_api_key"),
+    ("server-goal", "sglang_server", dict(SERVER, sglang_server_args_goal="fit"),
+     r"sglang_server_args_goal=fit: one of fit, context, concurrency, tokens, and the planner that chooses needs the plan"),
+    ("server-args", "sglang_server", dict(SERVER, sglang_server_args={"tp_size": 0}),
+     r"tp_size.*: fix sglang_server_args \(nothing was changed\)"),
+    ("server-secret", "sglang_server", dict(SERVER, sglang_server_args={"api_key": "x"}),
+     r"sglang_server_args holds \['api_key'\]: argv is visible to every user in `ps`"),
+    ("venv-wheel-sha", "sglang_venv", {"sglang_venv_flash_attn": "wheel", "sglang_venv_flash_attn_wheel": "/w/fa.whl"},
+     r"sglang_venv_flash_attn_wheel_sha256 must be the sha256 \(64 hex digits\) of /w/fa\.whl .* Nothing was changed\."),
+    ("venv-wheel-unset", "sglang_venv", {"sglang_venv_flash_attn": "wheel"},
+     r"sglang_venv_flash_attn_wheel set when sglang_venv_flash_attn=wheel"),
+    ("venv-binary-sha", "sglang_venv", {"sglang_venv_uv_source": "binary", "sglang_venv_uv_binary": "/w/uv"},
+     r"sglang_venv_uv_binary_sha256 must be the sha256 \(64 hex digits\) of sglang_venv_uv_binary"),
+    ("venv-uv-req", "sglang_venv", {"sglang_venv_uv_version": "0.0.1"},
+     r"uv 0\.0\.1 has no hash-pinned requirement .*uv-0\.0\.1\.txt\): generate it with `uv pip compile"),
+    ("venv-lock", "sglang_venv", {"sglang_venv_lock_file": "/nonexistent/sglang.lock"},
+     r"sglang_venv_lock_file=/nonexistent/sglang\.lock does not exist\. This role ships locks for .*sglang-0\.5\.9\.lock"),
+    ("venv-pins", "sglang_venv", {"sglang_venv_sglang_version": "0.5.8", "sglang_venv_lock_file": LOCK_059},
+     r"sglang-0\.5\.9\.lock pins sglang 0\.5\.9, not 0\.5\.8: point sglang_venv_lock_file at the lock of that version"),
+    ("hf-two-sources", "hf_model", dict(HF, hf_model_source_dir="/srv/snap", hf_model_source_host="node2"),
+     r"Set hf_model_source_dir .* or hf_model_source_host .*, not both"),
+    ("hf-host-key", "hf_model", dict(HF, hf_model_source_host="root@node2"),
+     r"hf_model_source_host=root@node2: give its host key in hf_model_source_known_hosts"),
+    ("hf-repo", "hf_model", dict(HF, hf_model_repo_id="a/b/c"), r"hf_model_repo_id"),
+    ("nvidia-version", "nvidia_driver", dict(NVIDIA, nvidia_driver_version="latest"),
+     r"nvidia_driver_version=latest: pin an exact version such as 570\.153\.02"),
+    ("nvidia-runfile", "nvidia_driver", dict(NVIDIA, nvidia_driver_runfile_sha256="abc"),
+     r"nvidia_driver_method=runfile needs nvidia_driver_runfile_url .* and nvidia_driver_runfile_sha256"),
+    ("nvidia-disk", "nvidia_driver", dict(NVIDIA, nvidia_driver_min_free_mib=2 ** 40, nvidia_driver_skip_gpu_check=True),
+     r"/ has \d+ MiB free, the install needs 1099511627776 MiB \(nvidia_driver_min_free_mib\): free space first"),
+]
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory):
+    """Every case in one ansible-playbook run: each role include in a block whose rescue records the failed task and
+    its message; the record is written to a file at the end (the test's own output, not the roles')."""
+    tmp = tmp_path_factory.mktemp("preflights")
+    tasks = []
+    for case, role, variables, _message in CASES:
+        tasks.append({"name": "case " + case, "block": [
+            {"name": "run " + case, "ansible.builtin.include_role": {"name": "gpuserve.sglang." + role}, "vars": variables},
+            {"name": "not refused " + case, "ansible.builtin.set_fact": {
+                "__said": "{{ __said | default({}) | combine({'%s': {'accepted': true}}) }}" % case}}],
+            "rescue": [{"name": "refused " + case, "ansible.builtin.set_fact": {
+                "__said": "{{ __said | default({}) | combine({'%s': {'accepted': false, 'task': ansible_failed_task.name,"
+                          " 'msg': ansible_failed_result.msg}}) }}" % case}}]})
+    record = {"content": "{{ __said | to_json }}", "dest": str(tmp / "said.json")}
+    tasks.append({"name": "the record", "ansible.builtin.copy": record, "changed_when": False})
+    p = run_playbook([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": tasks}], tmp)
+    assert p.returncode == 0, p.stdout[-3000:]
+    return json.loads((tmp / "said.json").read_text()), recap(p.stdout)
+
+
+@pytest.mark.parametrize("case,role,variables,message", CASES, ids=[c[0] for c in CASES])
+def test_a_bad_input_is_named_by_the_preflight_before_anything_changes(refusals, case, role, variables, message):
+    said = refusals[0]
+    assert not said[case]["accepted"], "%s: the role went on past its preflight" % case
+    task, msg = said[case]["task"], said[case]["msg"]
+    assert re.search(message, " ".join(str(msg).split())), (case, task, msg)
+    assert "Validating arguments" not in task, (case, task)          # the preflight refused it, not the arg spec
+
+
+def test_nothing_changed_in_any_case(refusals):
+    assert refusals[1]["changed"] == 0 and refusals[1]["rescued"] == len(CASES)
