@@ -15,6 +15,13 @@ def test_nouveau_is_blacklisted(host):
     assert conf.mode == 0o644 and "blacklist nouveau" in conf.content_string.splitlines()
 
 
+def test_the_initramfs_was_rebuilt_once_when_nouveaus_blacklist_was_written(host):
+    """The handler runs `update-initramfs -u -k all` when the blacklist file changed - the first converge - and not
+    for the re-runs, where the same layout call also holds the units (the driver is the pinned one by then)."""
+    log = host.file("/var/log/gpuserve-lab-update-initramfs.log")
+    assert log.exists and log.content_string.splitlines() == ["-u -k all"]
+
+
 def test_device_nodes_unit_runs_before_the_guests_and_units_are_enabled(host):
     unit = host.file("/etc/systemd/system/gpuserve-nvidia-devices.service").content_string
     assert "Before=pve-guests.service lxc.service" in unit and "ExecStart=/usr/bin/nvidia-modprobe -u -c=0" in unit
