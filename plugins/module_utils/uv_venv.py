@@ -285,11 +285,7 @@ def imports_fingerprint(venv_dir, names, gpus):
 
 def read_imports_cache(build_dir, fingerprint):
     """The cached answer when it was recorded for this fingerprint, else None."""
-    try:
-        with open(os.path.join(build_dir, IMPORTS_CACHE)) as f:
-            doc = json.load(f)
-    except (IOError, OSError, ValueError):
-        return None
+    doc = read_json(os.path.join(build_dir, IMPORTS_CACHE))
     if not isinstance(doc, dict) or doc.get("fingerprint") != fingerprint or not isinstance(doc.get("imports"), dict):
         return None
     return doc
@@ -297,19 +293,11 @@ def read_imports_cache(build_dir, fingerprint):
 
 def write_imports_cache(build_dir, fingerprint, imports, when):
     """Record an answer (only one without import errors is worth keeping); a failure to write is not an error."""
-    path = os.path.join(build_dir, IMPORTS_CACHE)
-    tmp = "%s.tmp-%d" % (path, os.getpid())
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"fingerprint": fingerprint, "imports": imports, "verified_at": when}, f, sort_keys=True)
-        os.rename(tmp, path)
+        write_json(os.path.join(build_dir, IMPORTS_CACHE), {"fingerprint": fingerprint, "imports": imports,
+                                                            "verified_at": when})
         return True
     except (IOError, OSError):
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         return False
 
 
@@ -366,12 +354,34 @@ def install_steps(p, build_dir, verbose=False):
              what) for verb, tail, what in steps]
 
 
-def read_marker(build_dir):
+def read_json(path):
+    """A JSON file's content, or None when it is missing, unreadable or torn."""
     try:
-        with open(os.path.join(build_dir, MARKER)) as f:
+        with open(path) as f:
             return json.load(f)
     except (IOError, OSError, ValueError):
         return None
+
+
+def write_json(path, data):
+    """Write a JSON file atomically: a temporary file beside it (never through a link planted there), renamed over
+    it; on a failure the temporary file is removed and the error raised."""
+    tmp = "%s.tmp-%d" % (path, os.getpid())
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, sort_keys=True)
+        os.rename(tmp, path)
+    except (IOError, OSError):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_marker(build_dir):
+    return read_json(os.path.join(build_dir, MARKER))
 
 
 def seal(path):
@@ -387,8 +397,4 @@ def seal(path):
 
 
 def write_marker(build_dir, data):
-    path = os.path.join(build_dir, MARKER)
-    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f)
-    os.rename(path + ".tmp", path)
+    write_json(os.path.join(build_dir, MARKER), data)

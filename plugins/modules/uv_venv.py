@@ -256,7 +256,6 @@ removed:
 
 import collections
 import hashlib
-import json
 import os
 import pwd
 import shutil
@@ -265,7 +264,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import (
     VERIFY_CODE, BuildProgress, build_id, decide, gpu_view, imports_fingerprint, install_steps, parse_lock, parse_verify,
-    prune, read_imports_cache, read_marker, run_streaming, seal, write_imports_cache, write_marker)
+    prune, read_imports_cache, read_marker, run_streaming, seal, write_imports_cache, write_json, write_marker)
 
 
 MIN_PYTHON = (3, 10)   # sglang 0.5.9's Requires-Python
@@ -328,13 +327,8 @@ class Builder(object):
         return None
 
     def write_progress(self, doc):
-        path = self.p["progress_file"]
-        tmp = "%s.tmp-%d" % (path, os.getpid())
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-            with os.fdopen(fd, "w") as f:
-                f.write(json.dumps(doc))
-            os.rename(tmp, path)
+            write_json(self.p["progress_file"], doc)
         except (IOError, OSError):
             pass            # progress is for the eyes only: a build never fails on it
 
@@ -393,8 +387,8 @@ def ensure_uv(module, b, p, result):
 
 
 def find_interpreter(module, b, p):
-    """The interpreter uv finds for O(python) (a version such as 3.11, or a path), or fail naming it."""
-    ensure_uv(module, b, p, {"decision": "uv"})
+    """The interpreter uv finds for O(python) (a version such as 3.11, or a path), or fail naming it. The caller
+    has made sure of uv first (ensure_uv)."""
     err = b.run([p["uv"], "python", "find", "--no-project", p["python"]], "finding Python %s" % p["python"])
     if err:
         module.fail_json(msg="python=%s: no such interpreter on the target (%s). Install it (apt install python3.X) "
@@ -470,6 +464,7 @@ def main():
         # (a re-run that changes nothing starts no uv)
         interpreter, py_version = None, out.strip()
     else:
+        ensure_uv(module, b, p, {"decision": "uv"})
         interpreter = find_interpreter(module, b, p)
         rc, out, err = module.run_command([interpreter, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"])
         if rc != 0:
