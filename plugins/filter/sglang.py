@@ -144,6 +144,18 @@ def pve_vmid_problem(value, name="vmid"):
     return _mu("pve_conf").vmid_problem(value, name)
 
 
+def lxc_passthrough_check(nv, gpus, uvm, mode, host, proc_devices):
+    """Role lxc_gpu_passthrough's preflight: the nodes to pass and the first reason it cannot
+    (module_utils.pve_conf.passthrough_check)."""
+    return _mu("pve_conf").passthrough_check(dict(nv or {}), list(gpus or []), bool(uvm), str(mode), str(host),
+                                             str(proc_devices))
+
+
+def lxc_passthrough_access(opened, nodes):
+    """What opening each passed node inside the CT said (module_utils.pve_conf.passthrough_access)."""
+    return _mu("pve_conf").passthrough_access(opened, list(nodes or []))
+
+
 def sglang_router_argv(host, port, policy, prometheus_host=None, prometheus_port=None, extra=None):
     """The router's arguments without workers and key (module_utils.sglang_router.router_argv)."""
     m = _mu("sglang_router")
@@ -168,5 +180,6 @@ class FilterModule(object):
                 "sglang_args_from_argv": sglang_args_from_argv,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,
                 "flash_attn_max_jobs": flash_attn_max_jobs, "hf_repo_id_problem": hf_repo_id_problem,
-                "pve_vmid_problem": pve_vmid_problem, "sglang_router_argv": sglang_router_argv,
+                "pve_vmid_problem": pve_vmid_problem, "lxc_passthrough_check": lxc_passthrough_check,
+                "lxc_passthrough_access": lxc_passthrough_access, "sglang_router_argv": sglang_router_argv,
                 "sglang_router_problems": sglang_router_problems}

@@ -287,3 +287,66 @@ def line_owner(majors, owned_mounts):
             return bool(mounts.search(value.strip()))
         return False
     return owns
+
+
+_GPU_NODE = re.compile(r"^/dev/nvidia[0-9]+$")
+
+
+def passthrough_check(nv, gpus, uvm, mode, host, proc_devices, gpus_name="lxc_gpu_passthrough_gpus"):
+    """What role lxc_gpu_passthrough passes into a CT, and the first reason it cannot, from the node's NVIDIA read
+    (nvidia_gpu_facts: ``device_nodes`` [{path, major, ...}], ``device_majors`` {name: major}, ``state``,
+    ``message``). ``gpus``: the GPU numbers asked for (empty: every one found); ``uvm``: pass nvidia-uvm too;
+    ``mode``: passthrough mode (``raw`` needs the majors); ``host``/``proc_devices``: named in the reasons.
+
+    Returns found (GPU numbers with a node), paths (every node read), nodes (the nodes to pass, GPUs in order, then
+    the control and UVM nodes) and problem: '' or the reason, checked in this order - a requested GPU without a node,
+    the control or UVM node missing, no majors for raw lines, stale nodes whose major is not the loaded driver's."""
+    read = list(nv.get("device_nodes") or [])
+    majors = nv.get("device_majors") or {}
+    paths = [n["path"] for n in read]
+    found = sorted(int(p[len("/dev/nvidia"):]) for p in paths if _GPU_NODE.match(p))
+    gpus = list(gpus or [])
+    nodes = (["/dev/nvidia%s" % g for g in sorted(gpus or found)] + ["/dev/nvidiactl"]
+             + (["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"] if uvm else []))
+    problem = ""
+    if not found or [g for g in gpus if g not in found]:
+        problem = ("%s=%s: this node has GPU nodes %s (%s: %s). Pick from those, or install the driver first (role "
+                   "gpuserve.sglang.nvidia_driver)." % (gpus_name, gpus, found, nv.get("state"), nv.get("message")))
+    elif "/dev/nvidiactl" not in paths or (uvm and "/dev/nvidia-uvm" not in paths):
+        problem = ("/dev/nvidiactl or /dev/nvidia-uvm is missing on %s: nvidia-uvm appears only after the first CUDA "
+                   "use unless created at boot (`nvidia-modprobe -u -c=0`, which role nvidia_driver installs as a unit "
+                   "ordered before pve-guests). A CT started without it cannot use CUDA." % host)
+    elif mode == "raw" and ("nvidia-frontend" not in majors or (uvm and "nvidia-uvm" not in majors)):
+        problem = ("%s lists no nvidia-frontend/nvidia-uvm major (%s): the driver is not loaded, so raw cgroup lines "
+                   "cannot be written." % (proc_devices, majors))
+    else:
+        stale = [n["path"] for n in read if "nvidia-uvm" in majors and re.match(r"^/dev/nvidia-uvm", n["path"])
+                 and n.get("major") != majors["nvidia-uvm"]]
+        stale += [n["path"] for n in read if "nvidia-frontend" in majors
+                  and re.match(r"^/dev/nvidia([0-9]+|ctl)$", n["path"]) and n.get("major") != majors["nvidia-frontend"]]
+        if stale:
+            problem = ("stale device node(s) %s: their major differs from %s (%s), as after a driver or kernel update "
+                       "changed the dynamic nvidia-uvm major. Remove them and recreate with `nvidia-modprobe -u -c=0` "
+                       "(or reboot)." % (stale, proc_devices, majors))
+    return dict(found=found, paths=paths, nodes=nodes, problem=problem)
+
+
+def passthrough_access(opened, nodes):
+    """What opening each passed node inside the CT said, from one ``head -q -c 0 -- <nodes>`` (``opened``: rc,
+    stderr, stderr_lines; no rc = nothing was run, and nothing is classified): for each node its path, access and
+    the words naming it. access: open; reachable_no_driver (ENXIO: allowed by the cgroup, no GPU behind it - the
+    lab, or a node without the device); denied (EPERM: the device cgroup refuses it); missing (ENOENT: not in the
+    CT); error (anything else, with rc and stderr when no line names a node)."""
+    if not isinstance(opened, dict) or opened.get("rc") is None:
+        return []
+    lines = list(opened.get("stderr_lines") or [])
+    out = []
+    for path in nodes:
+        said = "; ".join(line for line in lines if "'%s'" % path in line)
+        if not said and opened["rc"] != 0 and not any("cannot open" in line for line in lines):
+            said = "rc %s: %s" % (opened["rc"], opened.get("stderr", ""))
+        access = ("open" if not said else "reachable_no_driver" if "No such device or address" in said
+                  else "denied" if "Operation not permitted" in said else "missing" if "No such file" in said
+                  else "error")
+        out.append(dict(path=path, access=access, message=said))
+    return out

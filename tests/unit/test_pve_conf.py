@@ -163,3 +163,64 @@ def test_backups_are_unique_within_a_second_and_only_the_newest_are_kept(tmp_pat
     assert len([n for n in left if n.startswith("129.conf.")]) == 3 and "130.conf.20260101T000000.000000" in left
     assert all(open(p).read() == "arch: amd64\n" for p in made if os.path.exists(p))
     assert oct(os.stat(made[-1]).st_mode & 0o777) == "0o600"
+
+
+def node_read(**over):
+    """nvidia_gpu_facts as a two-GPU node with its UVM nodes answers (majors as /proc/devices lists them)."""
+    read = {"state": "ok", "message": "2 GPU(s)", "device_majors": {"nvidia-frontend": 195, "nvidia-uvm": 508},
+            "device_nodes": [{"path": p, "major": m, "minor": n} for p, m, n in (
+                ("/dev/nvidia0", 195, 0), ("/dev/nvidia1", 195, 1), ("/dev/nvidia-uvm", 508, 0),
+                ("/dev/nvidia-uvm-tools", 508, 1), ("/dev/nvidiactl", 195, 255))]}
+    read.update(over)
+    return read
+
+
+def test_passthrough_check_passes_the_asked_gpus_then_control_then_uvm():
+    got = PC.passthrough_check(node_read(), [1], True, "raw", "pve1", "/proc/devices")
+    passed = ["/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+    assert got == {"found": [0, 1], "problem": "", "nodes": passed,
+                   "paths": ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
+                             "/dev/nvidiactl"]}
+    # no GPUs asked: every one found; no UVM
+    assert PC.passthrough_check(node_read(), [], False, "dev", "pve1", "/proc/devices")["nodes"] == [
+        "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"]
+
+
+def test_passthrough_check_names_the_first_problem_in_order():
+    check = PC.passthrough_check
+    msg = check(node_read(), [1, 5], True, "raw", "pve1", "/proc/devices")["problem"]
+    assert msg.startswith("lxc_gpu_passthrough_gpus=[1, 5]: this node has GPU nodes [0, 1] (ok: 2 GPU(s)). Pick from")
+    none = node_read(device_nodes=[], state="no_driver", message="nvidia-smi not found")
+    assert "GPU nodes [] (no_driver: nvidia-smi not found)" in check(none, [], True, "raw", "pve1", "/p")["problem"]
+    no_uvm = node_read(device_nodes=[n for n in node_read()["device_nodes"] if "uvm" not in n["path"]])
+    assert check(no_uvm, [0], True, "raw", "pve1", "/p")["problem"].startswith(
+        "/dev/nvidiactl or /dev/nvidia-uvm is missing on pve1: nvidia-uvm appears only after the first CUDA use")
+    assert check(no_uvm, [0], False, "raw", "pve1", "/p")["problem"] == ""   # UVM not passed: not needed
+    no_major = node_read(device_majors={"nvidia-frontend": 195})
+    assert check(no_major, [0], True, "raw", "pve1", "/proc/devices")["problem"] == (
+        "/proc/devices lists no nvidia-frontend/nvidia-uvm major ({'nvidia-frontend': 195}): the driver is not "
+        "loaded, so raw cgroup lines cannot be written.")
+    assert check(no_major, [0], True, "dev", "pve1", "/proc/devices")["problem"] == ""   # dev mode needs no majors
+    # the dynamic UVM major moved (a driver or kernel update): the old nodes are stale, named with the fix
+    moved = node_read(device_majors={"nvidia-frontend": 195, "nvidia-uvm": 510})
+    assert check(moved, [0], True, "dev", "pve1", "/proc/devices")["problem"].startswith(
+        "stale device node(s) ['/dev/nvidia-uvm', '/dev/nvidia-uvm-tools']: their major differs from /proc/devices "
+        "({'nvidia-frontend': 195, 'nvidia-uvm': 510})")
+
+
+def test_passthrough_access_classifies_each_node_by_what_head_said():
+    nodes = ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm"]
+    err = ["head: cannot open '/dev/nvidia0' for reading: No such device or address",
+           "head: cannot open '/dev/nvidia1' for reading: Operation not permitted",
+           "head: cannot open '/dev/nvidia-uvm' for reading: No such file or directory"]
+    got = PC.passthrough_access({"rc": 1, "stderr": "\n".join(err), "stderr_lines": err}, nodes)
+    assert [(n["path"], n["access"]) for n in got] == [
+        ("/dev/nvidia0", "reachable_no_driver"), ("/dev/nvidia1", "denied"), ("/dev/nvidiactl", "open"),
+        ("/dev/nvidia-uvm", "missing")]
+    assert got[1]["message"] == err[1] and got[2]["message"] == ""
+    # a failure that names no node (pct exec itself failed) is an error on every node, with rc and stderr
+    failed = PC.passthrough_access({"rc": 255, "stderr": "CT 100 not running", "stderr_lines": ["CT 100 not running"]},
+                                   nodes[:1])
+    assert failed == [{"path": "/dev/nvidia0", "access": "error", "message": "rc 255: CT 100 not running"}]
+    # nothing run (a skipped task): nothing classified
+    assert PC.passthrough_access({"skipped": True}, nodes) == [] and PC.passthrough_access({}, nodes) == []
