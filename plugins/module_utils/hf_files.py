@@ -23,6 +23,8 @@ import time
 
 from http.client import HTTPException
 
+from .files import write_json
+
 MANIFEST = ".gpuserve-snapshot.json"
 PROGRESS = ".gpuserve-progress.json"
 CHUNK = 1024 * 1024
@@ -248,19 +250,8 @@ class Progress(object):
                "rate_bytes_per_s": int((self.done - self.start_done) / elapsed), "updated": self.last,
                "retries": self.retries, "last_retry": self.last_retry}
         if self.path:
-            tmp = self.path + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump(doc, f)
-            os.rename(tmp, self.path)
+            write_json(self.path, doc)   # never through a link planted in a directory the service account owns
         return doc
-
-
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (IOError, OSError, ValueError):
-        return None
 
 
 def lock_path(local_dir):

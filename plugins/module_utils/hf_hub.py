@@ -16,15 +16,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
 import re
 import shutil
 import threading
 import time
 
+from .files import read_json, write_json
 from .hf_files import (MANIFEST, PROGRESS, HubError, Progress, acquire_lock, check_relpath, disk_shortfall,
-                       file_hash_ok, files_to_fetch, is_commit, manifest_matches, read_json, selected)
+                       file_hash_ok, files_to_fetch, is_commit, manifest_matches, selected)
 from .hf_sources import AutoHub, Hub, LibraryHub, LocalSource, RsyncSource
 
 HOST_RE = re.compile(r"^([A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])$")
@@ -239,10 +239,9 @@ def _snapshot(hub, repo_id, revision, local_dir, allow_patterns, ignore_patterns
     else:
         result["bytes_transferred"] = _fetch_threaded(hub, repo_id, sha, fetch, local_dir, workers, prog, policy,
                                                       result["retries"])
-    with open(manifest_path + ".tmp", "w") as out:
-        json.dump(dict(complete=True, repo_id=repo_id, revision=sha, patterns=patterns, files=files,
-                       verified=time.time(), source=hub.endpoint, downloader=downloader), out, indent=1, sort_keys=True)
-    os.rename(manifest_path + ".tmp", manifest_path)
+    # written last, as write_json writes (never through a link planted in a directory the service account owns)
+    write_json(manifest_path, dict(complete=True, repo_id=repo_id, revision=sha, patterns=patterns, files=files,
+                                   verified=time.time(), source=hub.endpoint, downloader=downloader), indent=1)
     prog.write("complete")
     hub.finish(local_dir)
     result["changed"] = True

@@ -22,7 +22,8 @@ import time
 from http.client import HTTPException
 from urllib.parse import quote
 
-from .hf_files import MANIFEST, HubError, check_relpath, is_commit, partial_size, read_json, receive, bytes_under
+from .files import read_json
+from .hf_files import MANIFEST, HubError, check_relpath, is_commit, partial_size, receive, bytes_under
 from .hf_http import HTTPStatusError, http_get
 
 

@@ -28,6 +28,7 @@ import uuid
 
 from http.client import HTTPConnection, HTTPException
 
+from .files import write_private
 from .sglang_log import LogParser, redact
 
 LOG_TAIL_LINES = 40
@@ -54,22 +55,6 @@ def load_salt(path):
     return salt
 
 
-def write_private(path, data, mode=0o600, gid=None):
-    """Write ``data`` (bytes or str) to ``path`` atomically, never through a symlink, with ``mode`` (and group)."""
-    if not isinstance(data, bytes):
-        data = data.encode("utf-8")
-    tmp = "%s.%s.tmp" % (path, uuid.uuid4().hex[:8])
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-    try:
-        os.fchmod(fd, mode)
-        if gid is not None:
-            os.fchown(fd, -1, gid)
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.rename(tmp, path)
-
-
 def config_hash(argv, env, revision=None, secrets_digest=""):
     """Hash of what defines a launch: argv, the non-secret environment, model revision, and the digest of the
     secrets (never their values)."""
@@ -77,14 +62,6 @@ def config_hash(argv, env, revision=None, secrets_digest=""):
     h.update(json.dumps({"argv": list(argv), "env": sorted((env or {}).items()), "revision": revision or "",
                          "secrets": secrets_digest or ""}, sort_keys=True).encode("utf-8"))
     return h.hexdigest()
-
-
-def read_state(path):
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except (IOError, OSError, ValueError):
-        return None
 
 
 def write_state(path, state):

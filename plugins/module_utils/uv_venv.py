@@ -20,6 +20,8 @@ import re
 import stat
 import subprocess
 
+from .files import read_json, write_json
+
 MARKER = ".gpuserve-build.json"
 
 _REQ_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)")
@@ -352,32 +354,6 @@ def install_steps(p, build_dir, verbose=False):
             steps.append((["install"], flags + lock + list(names), "%s %s" % (label, " ".join(names))))
     return [([uv, "pip"] + verb + (["-v"] if verbose else []) + py + source_args(p) + nbi + ["--compile-bytecode"] + tail,
              what) for verb, tail, what in steps]
-
-
-def read_json(path):
-    """A JSON file's content, or None when it is missing, unreadable or torn."""
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (IOError, OSError, ValueError):
-        return None
-
-
-def write_json(path, data):
-    """Write a JSON file atomically: a temporary file beside it (never through a link planted there), renamed over
-    it; on a failure the temporary file is removed and the error raised."""
-    tmp = "%s.tmp-%d" % (path, os.getpid())
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, sort_keys=True)
-        os.rename(tmp, path)
-    except (IOError, OSError):
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def read_marker(build_dir):

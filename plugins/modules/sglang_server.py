@@ -253,9 +253,10 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import
 )
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import (
     config_hash, environment_file, exec_failure, failure_message, http_get, keep_running, launch, load_salt, owned_by,
-    pid_alive, plan_vs_actual, port_conflict, port_in_use_failure, port_owner, read_state, secret_digest, server_info, stop,
-    systemctl, systemd_start, unit_show, watch, write_private, write_secret_config, write_state,
+    pid_alive, plan_vs_actual, port_conflict, port_in_use_failure, port_owner, secret_digest, server_info, stop,
+    systemctl, systemd_start, unit_show, watch, write_secret_config, write_state,
 )
+from ansible_collections.gpuserve.sglang.plugins.module_utils.files import read_json, write_private
 
 
 def main():
@@ -298,7 +299,7 @@ def main():
     state_path = os.path.join(state_dir, name + ".state.json")
     log_path = p["log_path"] or os.path.join(state_dir, name + ".log")
     base_url = local_url(p["host"], p["port"])
-    prev = read_state(state_path) or {}
+    prev = read_json(state_path) or {}
     systemd = p["manager"] == "systemd"
     unit = p["unit"] or "sglang-%s.service" % name
     env_file = p["env_file"] or os.path.join("/etc/sglang", name + ".env")

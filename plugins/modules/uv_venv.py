@@ -264,7 +264,8 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import (
     VERIFY_CODE, BuildProgress, build_id, decide, gpu_view, imports_fingerprint, install_steps, parse_lock, parse_verify,
-    prune, read_imports_cache, read_marker, run_streaming, seal, write_imports_cache, write_json, write_marker)
+    prune, read_imports_cache, read_marker, run_streaming, seal, write_imports_cache, write_marker)
+from ansible_collections.gpuserve.sglang.plugins.module_utils.files import write_json
 
 
 MIN_PYTHON = (3, 10)   # sglang 0.5.9's Requires-Python

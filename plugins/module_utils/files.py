@@ -1,0 +1,59 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The one way this collection writes and reads its own small files (launch records, progress files, build markers,
+manifests, secrets). Standard library only.
+
+The modules run as root in directories another account may own (a model directory given to the service account,
+a venv's build directory): a write must never go through a link planted there. So a file is written to a new
+temporary name beside it - created exclusively and never through a link (O_CREAT|O_EXCL|O_NOFOLLOW) - then renamed
+over the file: a link at the file's own name is replaced, never followed, and a reader sees the old content or the
+new, never a torn file.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import uuid
+
+
+def write_private(path, data, mode=0o600, gid=None):
+    """Write ``data`` (bytes or str) to ``path`` atomically, never through a link, with ``mode`` (and group ``gid``).
+    On a failure the temporary file is removed and the error raised."""
+    if not isinstance(data, bytes):
+        data = data.encode("utf-8")
+    tmp = "%s.%s.tmp" % (path, uuid.uuid4().hex[:8])
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        try:
+            os.fchmod(fd, mode)
+            if gid is not None:
+                os.fchown(fd, -1, gid)
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+    except (IOError, OSError):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_json(path, data, mode=0o644, indent=None):
+    """A JSON document written as write_private does (keys sorted)."""
+    write_private(path, json.dumps(data, sort_keys=True, indent=indent), mode)
+
+
+def read_json(path):
+    """A JSON file's content, or None when it is missing, unreadable or torn."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (IOError, OSError, ValueError):
+        return None
