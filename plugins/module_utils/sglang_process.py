@@ -28,7 +28,7 @@ import uuid
 
 from http.client import HTTPConnection, HTTPException
 
-from .files import write_private
+from .files import write_json, write_private
 from .sglang_log import LogParser, redact
 
 LOG_TAIL_LINES = 40
@@ -66,7 +66,7 @@ def config_hash(argv, env, revision=None, secrets_digest=""):
 
 def write_state(path, state):
     """The launch record (0600, atomic, never through a link)."""
-    write_private(path, json.dumps(state, sort_keys=True))
+    write_json(path, state, mode=0o600)
 
 
 def pid_alive(pid):
@@ -286,7 +286,7 @@ def progress_message(phase, facts, elapsed):
 def write_progress(path, message, state="starting"):
     """The progress file job_progress prints (root's state directory; written beside and renamed)."""
     if path:
-        write_private(path, json.dumps({"state": state, "message": message, "updated": time.time()}), 0o644)
+        write_json(path, {"state": state, "message": message, "updated": time.time()})
 
 
 def watch(proc_or_pid, log_path, offset, base_url, health="/health_generate", timeout=600.0, poll=0.1,
