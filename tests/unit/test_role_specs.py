@@ -220,3 +220,59 @@ def test_the_pct_connection_runs_again_only_when_lxc_attach_failed_to_re_execute
         conn.exec_command("true")
     calls, outcomes[:] = [], [(1, b"", b"grep: no match")]
     assert conn.exec_command("true") == (1, b"", b"grep: no match") and len(calls) == 1
+
+
+_PCT_OPTIONS_SCRIPT = r"""
+import json, sys
+from ansible import constants as C
+from ansible.playbook.play_context import PlayContext
+import ansible.plugins.loader as loader
+loader.init_plugin_loader()
+if sys.argv[1] == "playbook":
+    # what ansible-playbook's executor does before its first task
+    for plugins in (loader.connection_loader, loader.shell_loader, loader.become_loader):
+        list(plugins.all(class_only=True))
+parsed = []
+real_load = loader.yaml.load
+loader.yaml.load = lambda text, *a, **kw: parsed.append("pct exec <vmid>" in str(text)) or real_load(text, *a, **kw)
+conn = loader.connection_loader.get("gpuserve.sglang.pct", PlayContext(), None)
+loader.yaml.load = real_load
+conn.set_options(var_options={"proxmox_vmid": 129, "ansible_host": "pve1.example.internal"})
+mod = sys.modules[type(conn).__module__]
+doc = real_load(mod.DOCUMENTATION, Loader=loader.AnsibleLoader)
+loader.add_fragments(doc, mod.__file__, fragment_loader=loader.fragment_loader, is_module=False)
+def core(d):
+    if isinstance(d, dict):
+        return {str(k): core(v) for k, v in d.items() if k != "version_added_collection"}
+    if isinstance(d, list):
+        return [core(v) for v in d]
+    return d
+print(json.dumps({
+    "documentation_parsed": sum(parsed),
+    "registered": core(C.config.get_configuration_definitions("connection", conn._load_name)),
+    "documented": core(doc["options"]),
+    "vmid": conn.get_option("vmid"), "host": conn.get_option("host"), "ssh_args": conn.get_option("ssh_args"),
+    "become": conn.get_option("proxmox_become_method"), "pipelining": conn.get_option("pipelining"),
+}))
+"""
+
+
+@pytest.mark.parametrize("entry", ["playbook", "bare"])
+def test_the_pct_connection_options_are_its_documentation_whether_or_not_the_parse_is_skipped(entry):
+    """Every container task loads the connection plugin again in a fresh worker; after ansible-playbook has preloaded
+    ansible.builtin.ssh, the plugin registers ssh's parsed definitions plus its own two instead of having its 18 kB
+    DOCUMENTATION parsed again (about 40 ms a task). The options it then answers must be exactly those DOCUMENTATION
+    declares; without the preload (another entry point) the loader parses DOCUMENTATION as before."""
+    import json  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+    out = subprocess.run([sys.executable, "-c", _PCT_OPTIONS_SCRIPT, entry], env=env, cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    got = json.loads(out)
+    assert got["registered"] == got["documented"]
+    assert got["documentation_parsed"] == (0 if entry == "playbook" else 1)
+    # pipelining from ansible.cfg's [connection] section: ini settings reach the registered definitions too
+    assert (got["vmid"], got["host"], got["become"], got["pipelining"]) == (129, "pve1.example.internal", "sudo", True)
+    assert got["ssh_args"] == "-C -o ControlMaster=auto -o ControlPersist=60s"
