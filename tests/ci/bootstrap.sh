@@ -5,7 +5,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
-ANSIBLE_BUNDLE_VERSION=12.3.0   # bundles community.proxmox 1.4.0, community.general 11.4.2, ansible.posix 2.1.0
+ANSIBLE_BUNDLE_VERSION=12.3.0   # bundles community.proxmox 1.4.0, ansible.posix 2.1.0
 
 need_apt=()
 command -v git >/dev/null || need_apt+=(git)
@@ -69,8 +69,7 @@ if [ ! -d "$coll/community/proxmox" ] || [ ! -f "build/.bundle-$ANSIBLE_BUNDLE_V
   .venv/bin/python - "$ANSIBLE_BUNDLE_VERSION" <<'PY'
 import sys, zipfile, glob, os
 whl = glob.glob("build/wheels/ansible-%s-*.whl" % sys.argv[1])[0]
-wanted = ("ansible_collections/community/proxmox/", "ansible_collections/community/general/",
-          "ansible_collections/ansible/posix/", "ansible_collections/containers/podman/")
+wanted = ("ansible_collections/community/proxmox/", "ansible_collections/ansible/posix/", "ansible_collections/containers/podman/")
 with zipfile.ZipFile(whl) as z:
     for n in z.namelist():
         if n.startswith(wanted):

@@ -276,3 +276,37 @@ def test_an_error_names_the_entry_as_given_also_after_a_path_given_twice(tmp_pat
     same = {"path": str(tmp_path / "etc-sglang"), "mode": "0750"}
     with pytest.raises(L.LayoutError, match=r"^paths\[2\] .*owner sglang does not exist"):
         L.run({"paths": [same, dict(same), {"path": str(tmp_path / "home"), "owner": "sglang"}]}, system=root_system())
+
+
+def _filter(name):
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    from unit_helpers import ROOT  # pylint: disable=import-outside-toplevel
+    spec = importlib.util.spec_from_file_location("gpuserve_filters", os.path.join(ROOT, "plugins", "filter", "sglang.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.FilterModule().filters()[name]
+
+
+def test_path_entries_gives_layout_entries_that_the_layout_applies(tmp_path):
+    """The roles' directories go through filter path_entries into layout's paths: the entries it makes are applied
+    as written (parents first), from a list or from a lazy map of paths, and a re-run changes nothing."""
+    path_entries = _filter("path_entries")
+    dirs = [str(tmp_path / "opt" / "sglang"), str(tmp_path / "opt" / "sglang" / "tools")]
+    entries = path_entries(iter(dirs), mode="0750")
+    assert entries == [{"path": dirs[0], "mode": "0750"}, {"path": dirs[1], "mode": "0750"}]
+    first = L.run({"paths": entries}, system=root_system())
+    assert first["changed_paths"] == dirs and all(mode_of(d) == 0o750 for d in dirs)
+    assert not L.run({"paths": path_entries(dirs, mode="0750")}, system=root_system())["changed"]
+
+
+@pytest.mark.parametrize("paths, attrs, words", [
+    ("/opt/sglang", {}, "expected a list of paths, got str"),
+    ({"path": "/x"}, {}, "expected a list of paths, got dict"),
+    (["/opt", ""], {}, "non-empty string"),
+    (["/opt", None], {}, "non-empty string"),
+    (["/opt"], {"path": "/y"}, "'path' comes from the list"),
+])
+def test_path_entries_refuses_what_is_not_a_list_of_paths(paths, attrs, words):
+    from ansible.errors import AnsibleFilterError  # pylint: disable=import-outside-toplevel
+    with pytest.raises(AnsibleFilterError, match=words):
+        _filter("path_entries")(paths, **attrs)
