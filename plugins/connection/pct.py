@@ -506,25 +506,23 @@ def register_options():
 
     Ansible runs every task in a forked worker that loads the task's connection plugin again; for a collection's
     plugin it parses the plugin's DOCUMENTATION (about 18 kB here, ssh's options copied) to learn its options - 20
-    to 30 ms in every container task, a fifth of a task that runs no module (measured on the lab). ansible-playbook
+    to 45 ms in every container task, about half of the worker's time in a task that runs no module (measured on the
+    lab). ansible-playbook
     has already parsed ansible.builtin.ssh's own documentation in the parent process (it preloads its built-in
     connection plugins), so the same options are taken from there and this plugin's two added, in microseconds; the
     loader then finds the definitions present and skips the parse. When ssh's are not loaded (another entry point),
     nothing is registered and the loader parses DOCUMENTATION as before."""
     if not C.config.has_configuration_definition("connection", "ssh"):
-        return []
+        return
     # a new mapping of option name to definition: ssh's definitions themselves are shared, not copied (the config
     # manager only reads them; a deep copy of their tagged values costs more than the parse it saves)
     defs = dict(C.config.get_configuration_definitions("connection", "ssh"))
     defs.update(copy.deepcopy(OWN_OPTIONS))
-    done = []
     # the loader keys the definitions by the name it resolved: ansible-core 2.19 uses the Python module name
     # (ansible_collections.gpuserve.sglang.plugins.connection.pct), earlier releases the FQCN
     for name in (__name__, NAME):
         if not C.config.has_configuration_definition("connection", name):
             C.config.initialize_plugin_configuration_definitions("connection", name, defs)
-            done.append(name)
-    return done
 
 
 register_options()

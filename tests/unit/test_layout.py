@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from unit_helpers import load_module_util
+from unit_helpers import load_module_util, load_plugin
 
 L = load_module_util("layout")
 
@@ -279,12 +279,7 @@ def test_an_error_names_the_entry_as_given_also_after_a_path_given_twice(tmp_pat
 
 
 def _filter(name):
-    import importlib.util  # pylint: disable=import-outside-toplevel
-    from unit_helpers import ROOT  # pylint: disable=import-outside-toplevel
-    spec = importlib.util.spec_from_file_location("gpuserve_filters", os.path.join(ROOT, "plugins", "filter", "sglang.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.FilterModule().filters()[name]
+    return load_plugin("filter", "sglang", "gpuserve_filters").FilterModule().filters()[name]
 
 
 def test_path_entries_gives_layout_entries_that_the_layout_applies(tmp_path):

@@ -6,7 +6,7 @@ import re
 import pytest
 import yaml
 
-from unit_helpers import ROOT
+from unit_helpers import ROOT, load_plugin
 
 ROLES = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(ROOT, "roles", "*", "defaults")))
 
@@ -88,10 +88,7 @@ def test_the_pct_connection_documents_every_option_of_ansible_builtin_ssh_it_ext
 def test_the_pct_connection_wraps_every_command_in_pct_exec_and_never_asks_for_a_tty():
     """The command line the node's shell runs: pct exec <vmid> -- <what Ansible built>, with sudo only for a
     non-root node user; exec_command passes sudoable=False so ssh never adds -tt around lxc-attach."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("pct_conn", os.path.join(ROOT, "plugins", "connection", "pct.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_plugin("connection", "pct", "pct_conn")
     opts = {"vmid": 129, "remote_user": "root", "proxmox_become_method": "sudo"}
     conn = mod.Connection.__new__(mod.Connection)
     conn.get_option = opts.get
@@ -156,10 +153,7 @@ def test_every_entry_point_is_specified_and_agrees_with_the_defaults(role):
 def test_the_pct_connection_puts_an_empty_file_without_waiting_on_stdin(tmp_path):
     """ansible.builtin.ssh sends no stdin for empty data, so `cat > file` would wait for ever (copy content: "" hung
     in the lab): an empty file is created with `: >` instead, and a non-empty one goes through cat on stdin."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("pct_conn2", os.path.join(ROOT, "plugins", "connection", "pct.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_plugin("connection", "pct", "pct_conn2")
     conn = mod.Connection.__new__(mod.Connection)
     conn.get_option = {"vmid": 100, "remote_user": "root", "host": "node"}.get
     calls = []
@@ -180,11 +174,8 @@ def test_the_pct_connection_runs_again_only_when_lxc_attach_failed_to_re_execute
     """lxc-attach's memfd re-exec (LXC's CVE-2019-5736 fix) failing under load, then aborting, before the command
     started (seen in CI as 'Device or resource busy - Failed to rexec as memfd / munmap_chunk(): invalid pointer',
     ssh status 255): retried, bounded, each retry said; any other failure is not retried."""
-    import importlib.util
     from ansible.errors import AnsibleConnectionFailure
-    spec = importlib.util.spec_from_file_location("pct_conn3", os.path.join(ROOT, "plugins", "connection", "pct.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_plugin("connection", "pct", "pct_conn3")
     conn = mod.Connection.__new__(mod.Connection)
     conn.get_option = {"vmid": 100, "remote_user": "root", "host": "node"}.get
     monkeypatch.setattr(mod.time, "sleep", lambda s: None)

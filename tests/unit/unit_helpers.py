@@ -19,6 +19,16 @@ def load_module_util(name):
     return importlib.import_module("%s.%s" % (PACKAGE, name))
 
 
+def load_plugin(kind, name, as_name):
+    """Import plugins/<kind>/<name>.py by file path as a fresh module named ``as_name`` (each caller its own copy, so
+    one test's patches never reach another's)."""
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    spec = importlib.util.spec_from_file_location(as_name, os.path.join(ROOT, "plugins", kind, name + ".py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def fixture_text(*parts):
     """A fixture file's text without its first-line '# shape:' provenance comment."""
     with open(os.path.join(FIXTURES, *parts), encoding="utf-8", newline="") as fh:
