@@ -7,7 +7,7 @@ downloads and the venv build, and <= 20 s on the lab).
 The no-op re-run is run N times (default 3; this 2-core lab varies by a few seconds from run to run) and its
 median is reported, with the per-role times of the median run.
 
-Per-role times come from ansible.posix.profile_roles, per-task times from ansible.posix.profile_tasks. The issue's
+Per-role times come from ansible.posix.profile_roles, per-task times from callback_plugins/bench_tasks.py. The issue's
 base is "a first deploy excluding downloads and the venv build": every task that downloads or builds (HEAVY_TASKS:
 the model's download and its progress wait, python3-venv from the apt mirror, uv's own environment and its pip
 install, the venv build) is taken out of the first deploy, and printed with its time; every other task of those
@@ -29,7 +29,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.path.join(ROOT, ".venv", "bin")
 INV = ["-i", os.path.join(ROOT, "inventory", "lab"), "-i", os.path.join(ROOT, "build", "lab", "inventory.yml")]
 ROLE_LINE = re.compile(r"^\s*(\S+)\s+-+\s+(\d+\.\d+)s\s*$")
-TASK_LINE = re.compile(r"^(\S+) : (.+?) -+ (\d+\.\d+)s\s*$")
 # The tasks that download or build: what the issue's target leaves out of the first deploy.
 HEAVY_TASKS = (
     ("hf_model", "The model, downloading in the background"),
@@ -59,19 +58,24 @@ def is_heavy(task_name):
 
 
 def kinds(tasks_file, wall, first):
-    """Where the run's time went (callback_plugins/bench_tasks.py): {kind: [tasks, seconds]}, in a first deploy the
-    downloads and builds apart (a re-run downloads and builds nothing: its venv task is a check), and the rest of
-    the wall time (ansible-playbook's start, loading the plays) as "start"."""
+    """Where the run's time went (callback_plugins/bench_tasks.py): ({kind: [tasks, seconds]}, heavy). In a first
+    deploy the downloads and builds that ran are apart, as kind "download/build" and in heavy [(task, seconds)] (a
+    skipped one downloaded nothing; a re-run downloads and builds nothing: its venv task is a check). The rest of
+    the wall time (ansible-playbook's start, loading the plays) is "start"."""
     with open(tasks_file) as f:
         tasks = json.load(f)["tasks"]
     out = {}
+    heavy = []
     for t in tasks:
-        kind = "download/build" if first and is_heavy(t["name"]) else t["kind"]
+        kind = t["kind"]
+        if first and kind != "skipped" and is_heavy(t["name"]):
+            kind = "download/build"
+            heavy.append((t["name"].rpartition(" : ")[2], t["secs"]))
         out.setdefault(kind, [0, 0.0])
         out[kind][0] += 1
         out[kind][1] += t["secs"]
     out["start"] = [0, max(wall - sum(t["secs"] for t in tasks), 0.0)]
-    return out
+    return out, heavy
 
 
 def deploy(first=False):
@@ -80,23 +84,19 @@ def deploy(first=False):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
                ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
                ANSIBLE_CALLBACK_PLUGINS=os.path.join(ROOT, "tests", "bench", "callback_plugins"),
-               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_roles,ansible.posix.profile_tasks,bench_tasks",
-               BENCH_TASKS_FILE=tasks_file, PROFILE_TASKS_TASK_OUTPUT_LIMIT="all", ANSIBLE_NOCOLOR="1")
+               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_roles,bench_tasks",
+               BENCH_TASKS_FILE=tasks_file, ANSIBLE_NOCOLOR="1")
     try:
         secs, out = run([os.path.join(BIN, "ansible-playbook")] + INV + [os.path.join(ROOT, "playbooks", "deploy.yml")],
                         env)
-        spent = kinds(tasks_file, secs, first)
+        spent, heavy = kinds(tasks_file, secs, first)
     finally:
         os.unlink(tasks_file)
     roles = {}
-    heavy = []
     for line in out.splitlines():
         m = ROLE_LINE.match(line)
         if m:
             roles[m.group(1)] = float(m.group(2))
-        t = TASK_LINE.match(line.strip())
-        if t and is_heavy(t.group(1) + " : " + t.group(2)):
-            heavy.append((t.group(2), float(t.group(3))))
     changed = sum(int(n) for n in re.findall(r"changed=(\d+)", out))
     return secs, roles, changed, heavy, spent
 

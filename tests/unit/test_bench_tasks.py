@@ -60,7 +60,7 @@ def test_callback_sorts_tasks_by_what_they_did(tmp_path):
     assert [t["action"] for t in tasks][2] == "ansible.builtin.command"
 
 
-def test_kinds_sets_downloads_apart_only_in_a_first_deploy(tmp_path):
+def test_kinds_sets_downloads_that_ran_apart_only_in_a_first_deploy(tmp_path):
     bench = load_bench()
     tasks = tmp_path / "tasks.json"
     tasks.write_text(json.dumps({"tasks": [
@@ -72,10 +72,13 @@ def test_kinds_sets_downloads_apart_only_in_a_first_deploy(tmp_path):
          "kind": "controller", "secs": 1.0},
         {"name": "gpuserve.sglang.sglang_server : Result of the server", "action": "ansible.builtin.set_fact",
          "kind": "controller", "secs": 2.0}]}))
-    first = bench.kinds(str(tasks), 20.0, first=True)
-    assert first == {"download/build": [2, 10.5], "controller": [2, 3.0], "start": [0, 6.5]}
-    again = bench.kinds(str(tasks), 20.0, first=False)
+    # the skipped apt task downloaded nothing: it stays in the base
+    first, heavy = bench.kinds(str(tasks), 20.0, first=True)
+    assert first == {"download/build": [1, 10.0], "skipped": [1, 0.5], "controller": [2, 3.0], "start": [0, 6.5]}
+    assert heavy == [("The venv (built beside the one in service, then switched in)", 10.0)]
+    again, heavy = bench.kinds(str(tasks), 20.0, first=False)
     assert again == {"module": [1, 10.0], "skipped": [1, 0.5], "controller": [2, 3.0], "start": [0, 6.5]}
+    assert heavy == []
     # a task of another role with a heavy task's name is not heavy
     assert not bench.is_heavy("gpuserve.sglang.hf_model : Pip-install uv, every file checked")
     assert bench.is_heavy("gpuserve.sglang.sglang_venv : Pip-install uv, every file checked against its sha256")
