@@ -81,6 +81,11 @@ def sglang_server_groups(hostvars, names):
     return _mu("sglang_group").group_layout(hosts)
 
 
+def sglang_replica_hosts(hostvars, names):
+    """The hosts among ``names`` that serve SGLang's API: a multi-node group's rank 0, not its other ranks."""
+    return _mu("sglang_group").serving(list(names), sglang_server_groups(hostvars, names))
+
+
 def sglang_group_mismatches(ranks, group):
     return _mu("sglang_group").rank_mismatches(group, ranks)
 
@@ -191,6 +196,7 @@ class FilterModule(object):
                 "sglang_args_problems": sglang_args_problems, "apt_policy_versions": apt_policy_versions,
                 "nvidia_select_gpus": nvidia_select_gpus, "nvidia_gpu_minors": nvidia_gpu_minors, "sglang_is_loopback": sglang_is_loopback,
                 "sglang_local_url": sglang_local_url, "sglang_server_groups": sglang_server_groups,
+                "sglang_replica_hosts": sglang_replica_hosts,
                 "sglang_group_mismatches": sglang_group_mismatches, "sglang_manifest_digest": sglang_manifest_digest,
                 "sglang_args_from_argv": sglang_args_from_argv,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,

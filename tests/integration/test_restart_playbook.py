@@ -1,15 +1,17 @@
-"""restart.yml (the rolling restart runbook) before any container is touched: a rank of a multi-node server is
-refused - its ranks meet once, at start-up, so one restarted alone waits for peers that never come - with the
-group's ranks and the deploy.yml command that restarts them together; a container outside any group goes on to
-the roll. (The roll itself is the sglang_server role with sglang_server_restart: true.)"""
+"""restart.yml and rollout.yml (the runbooks that restart containers one at a time) before any container is
+touched: a rank of a multi-node server is refused - its ranks meet once, at start-up, so one restarted alone waits
+for peers that never come - with the group's ranks and the deploy.yml command that restarts them together; a
+container outside any group goes on to the roll. And the replicas a router is given: rank 0 of a group, not its
+other ranks (SGLang 0.5.9 serves no API there)."""
 import os
 
+import pytest
 import yaml
 
 from test_deploy_playbook import ansible_playbook
 from ansible_helpers import ROOT
 
-PLAYBOOK = os.path.join(ROOT, "playbooks", "restart.yml")
+RUNBOOKS = {"restart.yml": "Rolling restart of SGLang", "rollout.yml": "Rolling restart behind the router"}
 
 
 def inventory(tmp_path):
@@ -24,27 +26,50 @@ def inventory(tmp_path):
     return str(path)
 
 
-def test_a_rank_of_a_group_is_refused_with_the_command_that_restarts_the_group(tmp_path):
+@pytest.mark.parametrize("runbook", sorted(RUNBOOKS))
+def test_a_rank_of_a_group_is_refused_with_the_command_that_restarts_the_group(tmp_path, runbook):
     # --tags none: only the check (tagged always) could run; the roll would be skipped even if it were reached
-    p = ansible_playbook("-i", inventory(tmp_path), PLAYBOOK, "--limit", "ct101", "--tags", "none")
+    p = ansible_playbook("-i", inventory(tmp_path), os.path.join(ROOT, "playbooks", runbook), "--limit", "ct101",
+                         "--tags", "none")
     assert p.returncode != 0, p.stdout
     out = p.stdout
     assert "ct101 is a rank of the multi-node server lab (ct100, ct101): a rank restarted alone waits for peers" in out
     assert ("`ansible-playbook -i <inventory> playbooks/deploy.yml --tags server -e sglang_server_restart=true "
             "--limit pve1,ct100,ct101` (the nodes for their GPU facts; every rank is stopped") in out
     assert "Nothing was restarted." in out
-    assert "Rolling restart of SGLang" not in out                  # the roll never started
+    assert RUNBOOKS[runbook] not in out                            # the roll never started
 
 
-def test_a_container_outside_any_group_goes_on_to_the_roll(tmp_path):
-    p = ansible_playbook("-i", inventory(tmp_path), PLAYBOOK, "--limit", "ct129", "--tags", "none")
+@pytest.mark.parametrize("runbook", sorted(RUNBOOKS))
+def test_a_container_outside_any_group_goes_on_to_the_roll(tmp_path, runbook):
+    p = ansible_playbook("-i", inventory(tmp_path), os.path.join(ROOT, "playbooks", runbook), "--limit", "ct129",
+                         "--tags", "none")
     assert p.returncode == 0, p.stdout
-    assert "PLAY [Rolling restart of SGLang]" in p.stdout
+    assert "PLAY [%s]" % RUNBOOKS[runbook] in p.stdout
     assert "is a rank of the multi-node server" not in p.stdout
 
 
-def test_all_containers_at_once_are_refused_before_any_restart(tmp_path):
-    p = ansible_playbook("-i", inventory(tmp_path), PLAYBOOK, "--tags", "none")
+@pytest.mark.parametrize("runbook", sorted(RUNBOOKS))
+def test_all_containers_at_once_are_refused_before_any_restart(tmp_path, runbook):
+    p = ansible_playbook("-i", inventory(tmp_path), os.path.join(ROOT, "playbooks", runbook), "--tags", "none")
     assert p.returncode != 0
     assert "ct100 is a rank of the multi-node server lab" in p.stdout
-    assert "PLAY [Rolling restart of SGLang]" not in p.stdout      # ct129 is not restarted either
+    assert "PLAY [%s]" % RUNBOOKS[runbook] not in p.stdout          # ct129 is not restarted either
+
+
+def test_the_router_is_given_rank_0_of_a_group_not_its_other_ranks(tmp_path):
+    play = tmp_path / "replicas.yml"
+    play.write_text(yaml.safe_dump([{
+        "name": "The replicas", "hosts": "localhost", "gather_facts": False,
+        "vars_files": [os.path.join(ROOT, "playbooks", "vars", "replicas.yml")],
+        "tasks": [{"name": "Show them", "ansible.builtin.debug": {
+            "msg": "REPLICAS {{ gpuserve_replica_hosts | join(',') }} URLS {{ gpuserve_replica_urls | join(',') }}"}}]}]))
+    inv = yaml.safe_load(open(inventory(tmp_path)))
+    inv["all"]["children"]["sglang_containers"]["hosts"]["ct101"]["sglang_server_url"] = "http://10.0.3.101:30000"
+    inv["all"]["children"]["sglang_containers"]["hosts"]["ct129"]["sglang_server_url"] = "http://10.0.3.129:30000/"
+    inv["all"]["hosts"] = {"localhost": {"ansible_connection": "local"}}
+    path = tmp_path / "hosts-urls.yml"
+    path.write_text(yaml.safe_dump(inv))
+    p = ansible_playbook("-i", str(path), str(play))
+    assert p.returncode == 0, p.stdout
+    assert "REPLICAS ct100,ct129 URLS http://127.0.0.1:30000,http://10.0.3.129:30000" in p.stdout

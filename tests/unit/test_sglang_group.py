@@ -26,6 +26,17 @@ def test_explicit_ranks_choose_rank_0_and_ipv6_is_bracketed():
     assert [(r["name"], r["rank"]) for r in g["ranks"]] == [("b", 0), ("a", 1)]
 
 
+def test_only_rank_0_of_a_group_serves_the_api():
+    """The replicas behind a router: a plain container, and rank 0 of each group - whatever the inventory order."""
+    layout = G.group_layout([host("a", addr="fd00::1", rank=1), host("b", addr="fd00::2", rank=0),
+                             host("c", group="gemma"), host("d", group="gemma")])
+    assert G.serving(["solo", "a", "b", "c", "d", "other"], layout) == ["solo", "b", "c", "other"]
+    assert G.serving(["x", "y"], {}) == ["x", "y"]
+    # a group whose shape has problems still has its rank order (rank 0 is who would serve)
+    broken = G.group_layout([host("a", addr="0.0.0.0"), host("b", tp=4)])
+    assert broken["qwen"]["problems"] and G.serving(["a", "b"], broken) == ["a"]
+
+
 def test_bad_shapes_are_named_with_host_rank_and_fix():
     g = G.group_layout([host("a", addr="0.0.0.0", gpus=2), host("b", tp=4)])["qwen"]
     text = "\n".join(g["problems"])
