@@ -133,13 +133,13 @@ SHARED = (
 )
 
 
-
 def serving(names, layout):
     """The hosts among ``names`` that serve SGLang's API (the replicas a router sends requests to): all of them but
     the ranks after rank 0 of each group in ``layout`` (group_layout's result). SGLang 0.5.9 runs only a health server
     on those ranks: /health answers 200, the API 404."""
     others = set(r["name"] for g in layout.values() for r in g["ranks"][1:])
     return [n for n in names if n not in others]
+
 
 def rank_mismatches(group, ranks):
     """``ranks``: [{"name", "rank", "facts": {lock_sha256, build, model_revision, model_files, driver_version}}].
