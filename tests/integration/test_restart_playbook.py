@@ -73,3 +73,16 @@ def test_the_router_is_given_rank_0_of_a_group_not_its_other_ranks(tmp_path):
     p = ansible_playbook("-i", str(path), str(play))
     assert p.returncode == 0, p.stdout
     assert "REPLICAS ct100,ct129 URLS http://127.0.0.1:30000,http://10.0.3.129:30000" in p.stdout
+
+
+def test_the_refusal_names_the_ranks_in_rank_order(tmp_path):
+    inv = yaml.safe_load(open(inventory(tmp_path)))
+    hosts = inv["all"]["children"]["sglang_containers"]["hosts"]
+    hosts["ct100"]["sglang_server_node_rank"], hosts["ct101"]["sglang_server_node_rank"] = 1, 0
+    path = tmp_path / "hosts-ranked.yml"
+    path.write_text(yaml.safe_dump(inv))
+    p = ansible_playbook("-i", str(path), os.path.join(ROOT, "playbooks", "restart.yml"), "--limit", "ct100",
+                         "--tags", "none")
+    assert p.returncode != 0
+    assert "ct100 is a rank of the multi-node server lab (ct101, ct100)" in p.stdout, p.stdout[-2000:]
+    assert "--limit pve1,ct101,ct100`" in p.stdout
