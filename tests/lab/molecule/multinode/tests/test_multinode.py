@@ -1,8 +1,11 @@
 """One SGLang server across CT 100 (rank 0) and CT 101 (rank 1), by deploy.yml on the lab: both ranks up as one
 server, then what must stop a group before or at launch - a blocked rendezvous, a rank on another model revision,
-a rank failing at start-up - each named with the rank and its facts, nothing left running alone."""
+a rank failing at start-up - each named with the rank and its facts, nothing left running alone. And restart.yml
+refusing a rank alone: the command it prints, run as printed, restarts the group."""
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 
@@ -20,17 +23,25 @@ def ct(host, vmid, *argv):
     return host.check_output("pct exec %d --" % vmid + " %s" * len(argv), *argv)
 
 
-def deploy(*extra):
-    """deploy.yml as an operator runs it, with the scenario's inventory (both ranks) over inventory/lab."""
+def inventories():
+    """The scenario's inventory (both ranks) over inventory/lab, as -i arguments."""
     inv = os.environ.get("MOLECULE_INVENTORY_FILE") or os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"],
                                                                     "inventory", "ansible_inventory.yml")
-    argv = [os.path.join(ROOT, ".venv", "bin", "ansible-playbook"), "-i", os.path.join(ROOT, "inventory", "lab"),
-            "-i", inv, os.path.join(ROOT, "playbooks", "deploy.yml")] + list(extra)
+    return ["-i", os.path.join(ROOT, "inventory", "lab"), "-i", inv]
+
+
+def ansible_playbook(argv):
+    """ansible-playbook as an operator runs it, from the repository (its ansible.cfg, not molecule's)."""
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))          # the repository's, not molecule's
-    p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900, check=False)
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+    p = subprocess.run([os.path.join(ROOT, ".venv", "bin", "ansible-playbook")] + argv, capture_output=True,
+                       text=True, env=env, cwd=ROOT, timeout=900, check=False)
     p.stdout += p.stderr                                                    # failures may go to stderr
     return p
+
+
+def deploy(*extra):
+    return ansible_playbook(inventories() + [os.path.join(ROOT, "playbooks", "deploy.yml")] + list(extra))
 
 
 def rank0_addr(host):
@@ -166,3 +177,26 @@ def test_a_rank_failing_at_start_stops_the_other_and_is_named_with_its_facts(hos
     assert again.returncode == 0, again.stdout[-3000:]
     for vmid in (100, 101):
         assert ct(host, vmid, "systemctl", "is-active", UNIT) == "active"
+
+
+def test_restart_yml_refuses_a_rank_alone_and_the_command_it_prints_restarts_the_group(host):
+    """restart.yml --limit ct101 refuses rank 1 before anything restarts and prints the deploy.yml command that
+    restarts the group; that command, run as printed (only <inventory> filled in), restarts both ranks - the
+    --limit it names holds every host the group needs (inventory/lab's localhost is left out) - and they serve."""
+    pids = (main_pid(host, 100), main_pid(host, 101))
+    refused = ansible_playbook(inventories() + [os.path.join(ROOT, "playbooks", "restart.yml"), "--limit", "ct101"])
+    assert refused.returncode != 0 and "Nothing was restarted." in refused.stdout, refused.stdout[-3000:]
+    assert (main_pid(host, 100), main_pid(host, 101)) == pids
+    printed = re.search(r"`(ansible-playbook -i <inventory> [^`]+)`", refused.stdout)
+    assert printed, refused.stdout[-3000:]
+    argv = shlex.split(printed.group(1))
+    print("\nrestart.yml printed: " + printed.group(1))
+    assert argv[1:3] == ["-i", "<inventory>"] and argv[argv.index("--limit") + 1] == "pvehost,ct100,ct101"
+    run = ansible_playbook(inventories() + argv[3:])                # playbooks/deploy.yml, relative to the repo
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "localhost" not in run.stdout.split("PLAY RECAP", 1)[1]
+    assert main_pid(host, 100) not in (0, pids[0]) and main_pid(host, 101) not in (0, pids[1])
+    assert ct(host, 100, "python3", "-c", PROBE, "/health_generate") == "200"
+    for vmid in (100, 101):
+        log = ct(host, vmid, "cat", "/var/log/sglang/llama.log")
+        assert "Init torch distributed ends." in log.rsplit("gpuserve launch", 1)[-1]
