@@ -86,6 +86,39 @@ def sglang_replica_hosts(hostvars, names):
     return _mu("sglang_group").serving(list(names), sglang_server_groups(hostvars, names))
 
 
+def sglang_group_restart(hostvars, names, group):
+    """The command that restarts every rank of multi-node group ``group`` together (its nodes, then its ranks)."""
+    ranks = [r["name"] for r in sglang_server_groups(hostvars, names)[group]["ranks"]]
+    return _mu("sglang_group").restart_command(ranks, _nodes(hostvars, ranks))
+
+
+def sglang_group_status(hostvars, names, hosts=None):
+    """One verdict per multi-node group among ``names``, from each rank's sglang_server_status (status.yml); with
+    ``hosts`` (the play's), only the groups with a rank among them."""
+    out = []
+    for group, layout in sorted(sglang_server_groups(hostvars, names).items()):
+        ranks = [r["name"] for r in layout["ranks"]]
+        if hosts is not None and not set(ranks) & set(hosts):
+            continue
+        statuses = {}
+        for h in ranks:
+            st = hostvars[h].get("sglang_server_status")
+            if st is None and hosts is not None and h in hosts:      # in the run, but no status: it could not be read
+                st = {"unit": "unknown (no status: unreachable, or its status failed - see above)"}
+            statuses[h] = st
+        out.append(_mu("sglang_group").group_status(group, ranks, statuses, _nodes(hostvars, ranks)))
+    return out
+
+
+def _nodes(hostvars, ranks):
+    nodes = []
+    for h in ranks:
+        node = hostvars[h].get("gpuserve_node")
+        if node and node not in nodes:
+            nodes.append(node)
+    return nodes
+
+
 def sglang_group_mismatches(ranks, group):
     return _mu("sglang_group").rank_mismatches(group, ranks)
 
@@ -196,7 +229,8 @@ class FilterModule(object):
                 "sglang_args_problems": sglang_args_problems, "apt_policy_versions": apt_policy_versions,
                 "nvidia_select_gpus": nvidia_select_gpus, "nvidia_gpu_minors": nvidia_gpu_minors, "sglang_is_loopback": sglang_is_loopback,
                 "sglang_local_url": sglang_local_url, "sglang_server_groups": sglang_server_groups,
-                "sglang_replica_hosts": sglang_replica_hosts,
+                "sglang_replica_hosts": sglang_replica_hosts, "sglang_group_restart": sglang_group_restart,
+                "sglang_group_status": sglang_group_status,
                 "sglang_group_mismatches": sglang_group_mismatches, "sglang_manifest_digest": sglang_manifest_digest,
                 "sglang_args_from_argv": sglang_args_from_argv,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,

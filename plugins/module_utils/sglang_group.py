@@ -141,6 +141,76 @@ def serving(names, layout):
     return [n for n in names if n not in others]
 
 
+def restart_command(ranks, nodes):
+    """The command that restarts a group's ranks together (deploy.yml's server play, every rank stopped before any
+    starts): ``ranks`` the group's host names in rank order, ``nodes`` their Proxmox nodes (for the GPU facts the
+    plan needs)."""
+    return ("ansible-playbook -i <inventory> playbooks/deploy.yml --tags server -e sglang_server_restart=true "
+            "--limit %s" % ",".join(list(nodes) + list(ranks)))
+
+
+def _truthy(value):
+    return value is True or str(value).lower() in ("true", "yes", "1")
+
+
+def _running(status):
+    return str(status.get("unit") or "").startswith("active")
+
+
+def group_status(name, ranks, statuses, nodes):
+    """One verdict for a multi-node group from its ranks' status (playbooks/status.yml): ``ranks`` the host names in
+    rank order, ``statuses`` {host: its sglang_server_status, or None when it is not in this run}, ``nodes`` the
+    ranks' Proxmox nodes. SGLang 0.5.9 serves the API on rank 0 only; a rank other than 0 runs a health server that
+    answers 200 whatever happens to rank 0, and a rank lost after start-up leaves the others waiting in a collective
+    (NCCL's watchdog, 10 min) - so the group serves only if every rank runs and rank 0 is healthy.
+
+    Returns {"group", "serving": True / False / None (not every rank in this run), "down": [hosts], "message",
+    "restart": the command that restarts the ranks together}."""
+    label = dict((h, "%s (rank %d)" % (h, i)) for i, h in enumerate(ranks))
+    cmd = restart_command(ranks, nodes)
+    out = {"group": name, "serving": None, "down": [], "restart": cmd}
+    missing = [h for h in ranks if statuses.get(h) is None]
+    if missing:
+        out["message"] = ("group %s: %s not in this run - a group is read as a whole (rank 0's health is the group's): "
+                          "run status.yml with --limit %s" % (name, ", ".join(label[h] for h in missing),
+                                                              ",".join(ranks)))
+        return out
+    out["down"] = [h for h in ranks if not _running(statuses[h])]
+    head = statuses[ranks[0]]
+    if out["down"]:
+        said = []
+        for h in out["down"]:
+            st = statuses[h]
+            failure = st.get("failure") or {}
+            said.append("%s is %s%s" % (label[h], st.get("unit") or "unknown",
+                                        ", its last launch failed: %s" % failure["kind"] if failure.get("kind") else ""))
+        up = [label[h] for h in ranks if h not in out["down"]]
+        out["serving"] = False
+        out["message"] = ("group %s NOT serving: %s%s. Its ranks meet once, at start-up, so a rank restarted alone "
+                          "waits for peers that never come: restart them together with `%s`" % (
+                              name, "; ".join(said),
+                              "; %s still run%s but cannot serve without it (SGLang waits on a lost rank until NCCL's "
+                              "watchdog, 10 min, then stops)" % (", ".join(up), "s" if len(up) == 1 else "")
+                              if up else "", cmd))
+        return out
+    if not _truthy(head.get("healthy")):
+        starting = [label[h] for h in ranks if statuses[h].get("log_outcome") == "starting"]
+        out["serving"] = False
+        if starting:
+            out["message"] = ("group %s starting: every rank runs, %s still starting - run status.yml again later"
+                              % (name, ", ".join(starting)))
+        else:
+            out["message"] = ("group %s NOT serving: every rank runs but %s is not healthy - a rank lost after "
+                              "start-up leaves the others waiting (SGLang 0.5.9: NCCL's watchdog, 10 min); read "
+                              "each rank's log line above, then restart them together with `%s`" % (
+                                  name, label[ranks[0]], cmd))
+        return out
+    out["serving"] = True
+    out["message"] = "group %s serving: %d ranks up, %s healthy, KV tokens %s" % (
+        name, len(ranks), label[ranks[0]], head.get("max_total_num_tokens"))
+    return out
+
+
 def rank_mismatches(group, ranks):
     """``ranks``: [{"name", "rank", "facts": {lock_sha256, build, model_revision, model_files, driver_version}}].
     A problem for each fact a rank has that is not rank 0's; a fact known on one side only is a problem too (a rank

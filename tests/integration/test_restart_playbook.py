@@ -3,6 +3,7 @@ touched: a rank of a multi-node server is refused - its ranks meet once, at star
 for peers that never come - with the group's ranks and the deploy.yml command that restarts them together; a
 container outside any group goes on to the roll. And the replicas a router is given: rank 0 of a group, not its
 other ranks (SGLang 0.5.9 serves no API there)."""
+import json
 import os
 
 import pytest
@@ -86,3 +87,40 @@ def test_the_refusal_names_the_ranks_in_rank_order(tmp_path):
     assert p.returncode != 0
     assert "ct100 is a rank of the multi-node server lab (ct101, ct100)" in p.stdout, p.stdout[-2000:]
     assert "--limit pve1,ct101,ct100`" in p.stdout
+
+
+def test_status_reads_a_group_as_a_whole_from_each_ranks_status(tmp_path):
+    """status.yml's group play (filter sglang_group_status) over hostvars as the status play leaves them: rank 1 down
+    names the group not serving with the command that restarts it; a group with no rank in the run is not reported;
+    a rank in the run without a status is named as unreadable, not as left out."""
+    play = tmp_path / "group-status.yml"
+    play.write_text(yaml.safe_dump([{
+        "name": "Verdicts", "hosts": "sglang_containers", "gather_facts": False,
+        "tasks": [{"name": "Keep them", "ansible.builtin.copy": {
+            "content": "{{ hostvars | gpuserve.sglang.sglang_group_status(groups['sglang_containers'], "
+                       "ansible_play_hosts_all) | to_json }}", "dest": str(tmp_path / "verdicts.json"),
+            "mode": "0600"}, "run_once": True, "delegate_to": "localhost"}]}]))
+    inv = yaml.safe_load(open(inventory(tmp_path)))
+    hosts = inv["all"]["children"]["sglang_containers"]["hosts"]
+    hosts["ct100"]["sglang_server_status"] = {"unit": "active/running", "healthy": True, "max_total_num_tokens": 9}
+    hosts["ct101"]["sglang_server_status"] = {"unit": "failed/failed", "failure": {"kind": "nccl_error"}}
+    path = tmp_path / "hosts-status.yml"
+    path.write_text(yaml.safe_dump(inv))
+
+    def verdicts(*extra):
+        p = ansible_playbook("-i", str(path), str(play), *extra)
+        assert p.returncode == 0, p.stdout
+        return json.loads((tmp_path / "verdicts.json").read_text())
+
+    (lab,) = verdicts()
+    assert lab["serving"] is False and lab["down"] == ["ct101"]
+    assert lab["message"].startswith("group lab NOT serving: ct101 (rank 1) is failed/failed, its last launch failed: "
+                                     "nccl_error; ct100 (rank 0) still runs")
+    assert lab["restart"].endswith("--limit pve1,ct100,ct101")
+    assert verdicts("--limit", "ct129") == []
+    del hosts["ct101"]["sglang_server_status"]
+    path.write_text(yaml.safe_dump(inv))
+    (lab,) = verdicts()
+    assert lab["down"] == ["ct101"] and "ct101 (rank 1) is unknown (no status: unreachable" in lab["message"]
+    (lab,) = verdicts("--limit", "ct100")
+    assert lab["serving"] is None and "ct101 (rank 1) not in this run" in lab["message"]

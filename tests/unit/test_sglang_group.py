@@ -133,3 +133,54 @@ def test_the_interface_to_an_address_is_the_one_holding_the_source_address():
     assert seen >= 1
     assert G.interface_to("127.0.0.1") is None and G.interface_to("::1") is None
     assert G.interface_to("not an address") is None
+
+
+def up(tokens=207346, healthy=True, outcome="ready"):
+    return {"unit": "active/running", "healthy": healthy, "max_total_num_tokens": tokens, "log_outcome": outcome,
+            "failure": None}
+
+
+RESTART = ("ansible-playbook -i <inventory> playbooks/deploy.yml --tags server -e sglang_server_restart=true "
+           "--limit pve1,pve2,ct100,ct101")
+
+
+def test_the_group_restart_command_names_the_nodes_then_the_ranks_in_rank_order():
+    assert G.restart_command(["ct100", "ct101"], ["pve1", "pve2"]) == RESTART
+
+
+def test_a_group_serves_only_with_every_rank_up_and_rank_0_healthy():
+    ok = G.group_status("lab", ["ct100", "ct101"], {"ct100": up(), "ct101": up(tokens=None)}, ["pve1", "pve2"])
+    assert ok["serving"] is True and ok["down"] == []
+    assert ok["message"] == "group lab serving: 2 ranks up, ct100 (rank 0) healthy, KV tokens 207346"
+    # rank 1's health server says 200 whatever rank 0 does: rank 0 unhealthy means the group does not serve
+    sick = G.group_status("lab", ["ct100", "ct101"], {"ct100": up(healthy="False"), "ct101": up()}, ["pve1", "pve2"])
+    assert sick["serving"] is False and sick["down"] == []
+    assert sick["message"].startswith("group lab NOT serving: every rank runs but ct100 (rank 0) is not healthy")
+    assert sick["message"].endswith("restart them together with `%s`" % RESTART)
+    starting = G.group_status("lab", ["ct100", "ct101"], {"ct100": up(healthy=False, outcome="starting"),
+                                                          "ct101": up()}, ["pve1"])
+    assert starting["serving"] is False
+    assert starting["message"] == ("group lab starting: every rank runs, ct100 (rank 0) still starting - run "
+                                   "status.yml again later")
+
+
+def test_a_rank_down_is_named_with_its_failure_and_the_command_that_restarts_the_group():
+    dead = {"unit": "failed/failed", "healthy": True, "failure": {"kind": "kv_pool_oom"}}
+    v = G.group_status("lab", ["ct100", "ct101"], {"ct100": up(), "ct101": dead}, ["pve1", "pve2"])
+    assert v["serving"] is False and v["down"] == ["ct101"] and v["restart"] == RESTART
+    assert v["message"] == (
+        "group lab NOT serving: ct101 (rank 1) is failed/failed, its last launch failed: kv_pool_oom; ct100 (rank 0) "
+        "still runs but cannot serve without it (SGLang waits on a lost rank until NCCL's watchdog, 10 min, then "
+        "stops). Its ranks meet once, at start-up, so a rank restarted alone waits for peers that never come: restart "
+        "them together with `%s`" % RESTART)
+    both = G.group_status("lab", ["ct100", "ct101"], {"ct100": {"unit": "inactive/dead"}, "ct101": dead}, ["pve1"])
+    assert both["down"] == ["ct100", "ct101"]
+    assert "ct100 (rank 0) is inactive/dead; ct101 (rank 1) is failed/failed" in both["message"]
+    assert "still run" not in both["message"]
+
+
+def test_a_rank_not_in_this_run_makes_the_verdict_unknown_and_says_how_to_read_it():
+    v = G.group_status("lab", ["ct100", "ct101"], {"ct100": None, "ct101": up()}, ["pve1"])
+    assert v["serving"] is None
+    assert v["message"] == ("group lab: ct100 (rank 0) not in this run - a group is read as a whole (rank 0's health "
+                            "is the group's): run status.yml with --limit ct100,ct101")

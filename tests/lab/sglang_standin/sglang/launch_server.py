@@ -40,8 +40,11 @@ Several nodes (``--nnodes`` > 1, ``--node-rank``, ``--dist-init-addr``), as 0.5.
   logged), answering GET /ping, /health and /health_generate with 200 always - no API key, no real health - and
   404 to anything else; it then waits on its schedulers;
 - a rank whose peer is gone after the meeting is not told: the stand-in's rank 0 stops its start-up where it is and
-  waits (the real one waits in a collective until NCCL's watchdog, 10 min), and once up answers /health_generate
-  with 503; a rank other than 0 keeps answering 200. Nothing stops them but a signal, as with the real server.
+  waits (the real one waits in a collective until NCCL's watchdog, 10 min), and once up answers /health and
+  /health_generate (one handler in 0.5.9, ``srt/entrypoints/http_server.py``: a 1-token generate unless
+  SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=false) with 503 after SGLANG_HEALTH_CHECK_TIMEOUT (20 s, divided by
+  SGLANG_STANDIN_SPEED) and 0.5.9's "Health check failed. Server couldn't get a response from detokenizer ..." line;
+  a rank other than 0 keeps answering 200. Nothing stops them but a signal, as with the real server.
 Scenario: the file <model-path>/standin_scenario, else SGLANG_STANDIN_SCENARIO (default ready_tp1_dense). Nothing here touches a GPU.
 """
 import argparse
@@ -161,6 +164,8 @@ class State(object):
     facts = {}
     in_flight = 0
     peer_lost = False
+    speed = 50.0
+    heartbeat = 0.0             # the last output the (stand-in) detokenizer gave: when the peer was lost
     lock = threading.Lock()
 
 
@@ -248,12 +253,12 @@ def rendezvous(args, state, speed):
                 try:
                     conn.settimeout(0.2)
                     if conn.recv(1) == b"":
-                        state.peer_lost = True
+                        state.heartbeat, state.peer_lost = time.time(), True
                         peers.remove(conn)
                 except socket.timeout:
                     pass
                 except OSError:
-                    state.peer_lost = True
+                    state.heartbeat, state.peer_lost = time.time(), True
                     peers.remove(conn)
     threading.Thread(target=watch_peers, daemon=True).start()
     return peers
@@ -316,8 +321,20 @@ def make_handler(state):
             path = self.path.split("?")[0]
             if not authorized(a.api_key, "GET", path, self.headers.get("Authorization")):
                 return self._send(401, {"error": "Unauthorized"})
-            if path == "/health_generate" and state.peer_lost:
-                return self._send(503)          # a generation needs every rank; one is gone
+            if path in ("/health", "/health_generate") and state.peer_lost:
+                # 0.5.9: one handler for both (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION defaults to true): a 1-token
+                # generate that needs every rank - one is gone, so nothing arrives within SGLANG_HEALTH_CHECK_TIMEOUT
+                # (20 s; here divided by SGLANG_STANDIN_SPEED), then this line and 503
+                wait = float(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT", "20"))
+                tic = time.time()
+                time.sleep(wait / state.speed)
+                sys.stderr.write("[%s] Health check failed. Server couldn't get a response from detokenizer for last "
+                                 "%d seconds. tic start time: %s. last_heartbeat time: %s\n" % (
+                                     time.strftime("%Y-%m-%d %H:%M:%S"), wait, time.strftime("%H:%M:%S",
+                                                                                             time.localtime(tic)),
+                                     time.strftime("%H:%M:%S", time.localtime(state.heartbeat))))
+                sys.stderr.flush()
+                return self._send(503)
             if path in ("/health", "/health_generate"):
                 return self._send(200 if state.status == "Up" else 503)
             if path in ("/model_info", "/get_model_info"):
@@ -393,7 +410,7 @@ def main():
     if os.path.isfile(pick):
         with open(pick) as fh:
             scenario = fh.read().strip()
-    speed = float(os.environ.get("SGLANG_STANDIN_SPEED", "50"))
+    speed = state.speed = float(os.environ.get("SGLANG_STANDIN_SPEED", "50"))
     hang = scenario == "hang"
     path = os.path.join(FIXTURES, ("starting_mid_load" if hang else scenario) + ".log")
     with open(path) as fh:

@@ -30,10 +30,10 @@ def inventories():
     return ["-i", os.path.join(ROOT, "inventory", "lab"), "-i", inv]
 
 
-def ansible_playbook(argv):
+def ansible_playbook(argv, **env_extra):
     """ansible-playbook as an operator runs it, from the repository (its ansible.cfg, not molecule's)."""
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), **env_extra)
     p = subprocess.run([os.path.join(ROOT, ".venv", "bin", "ansible-playbook")] + argv, capture_output=True,
                        text=True, env=env, cwd=ROOT, timeout=900, check=False)
     p.stdout += p.stderr                                                    # failures may go to stderr
@@ -177,6 +177,33 @@ def test_a_rank_failing_at_start_stops_the_other_and_is_named_with_its_facts(hos
     assert again.returncode == 0, again.stdout[-3000:]
     for vmid in (100, 101):
         assert ct(host, vmid, "systemctl", "is-active", UNIT) == "active"
+
+
+def test_status_reads_the_group_as_a_whole_and_names_a_rank_lost_after_start_up(host):
+    """Both ranks up: status.yml says the group serves, and rank 1's line says what its health means (0.5.9's health
+    server there answers 200 whatever rank 0 does). Rank 1 then dies (SIGKILL, as a crash; Restart=no leaves it
+    down): rank 0 still runs, its /health fails as 0.5.9's does (the health generate needs every rank), and
+    status.yml says the group does not serve, names rank 1 and prints the command that restarts both. (The next
+    test runs that command.)"""
+    # results as JSON here (one line per message: the YAML form an operator reads folds long lines)
+    ok = ansible_playbook(inventories() + [os.path.join(ROOT, "playbooks", "status.yml")],
+                          ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    assert ok.returncode == 0, ok.stdout[-3000:]
+    assert "group lab serving: 2 ranks up, ct100 (rank 0) healthy, KV tokens " in ok.stdout, ok.stdout[-3000:]
+    assert "health server up (rank 1 of 2: SGLang serves no API here" in ok.stdout
+    ct(host, 101, "systemctl", "kill", "-s", "KILL", UNIT)
+    host.run("pct exec 101 -- timeout 30 sh -c 'while systemctl is-active -q %s; do sleep 0.2; done'" % UNIT)
+    bad = ansible_playbook(inventories() + [os.path.join(ROOT, "playbooks", "status.yml")],
+                           ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    out = bad.stdout
+    print("\n" + "\n".join(line for line in out.splitlines() if "group lab" in line or "sglang-llama:" in line))
+    assert bad.returncode == 0, out[-3000:]                                     # a status, not a failure
+    assert ("group lab NOT serving: ct101 (rank 1) is failed/failed; ct100 (rank 0) still runs but cannot serve "
+            "without it") in out, out[-3000:]
+    assert ("restart them together with `ansible-playbook -i <inventory> playbooks/deploy.yml --tags server -e "
+            "sglang_server_restart=true --limit pvehost,ct100,ct101`") in out
+    line0 = [x for x in out.splitlines() if "ct100 sglang-llama: active/running" in x]
+    assert line0 and "healthy False, KV tokens down" in line0[0], out[-3000:]
 
 
 def test_restart_yml_refuses_a_rank_alone_and_the_command_it_prints_restarts_the_group(host):
