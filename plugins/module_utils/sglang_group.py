@@ -194,11 +194,11 @@ def group_status(name, ranks, statuses, nodes):
                               if up else "", cmd))
         return out
     if not _truthy(head.get("healthy")):
-        starting = [label[h] for h in ranks if statuses[h].get("log_outcome") == "starting"]
         out["serving"] = False
-        if starting:
+        # rank 0's log only: a rank other than 0 never logs the server "fired up" (only rank 0 runs the HTTP server)
+        if head.get("log_outcome") == "starting":
             out["message"] = ("group %s starting: every rank runs, %s still starting - run status.yml again later"
-                              % (name, ", ".join(starting)))
+                              % (name, label[ranks[0]]))
         else:
             out["message"] = ("group %s NOT serving: every rank runs but %s is not healthy - a rank lost after "
                               "start-up leaves the others waiting (SGLang 0.5.9: NCCL's watchdog, 10 min); read "

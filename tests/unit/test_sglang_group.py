@@ -162,6 +162,10 @@ def test_a_group_serves_only_with_every_rank_up_and_rank_0_healthy():
     assert starting["serving"] is False
     assert starting["message"] == ("group lab starting: every rank runs, ct100 (rank 0) still starting - run "
                                    "status.yml again later")
+    # rank 1's log never says ready (only rank 0 logs the server fired up): it does not make a lost group "starting"
+    lost = G.group_status("lab", ["ct100", "ct101"], {"ct100": up(healthy=False), "ct101": up(outcome="starting")},
+                          ["pve1"])
+    assert lost["message"].startswith("group lab NOT serving: every rank runs but ct100 (rank 0) is not healthy")
 
 
 def test_a_rank_down_is_named_with_its_failure_and_the_command_that_restarts_the_group():

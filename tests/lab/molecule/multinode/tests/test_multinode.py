@@ -181,7 +181,7 @@ def test_a_rank_failing_at_start_stops_the_other_and_is_named_with_its_facts(hos
 
 def test_status_reads_the_group_as_a_whole_and_names_a_rank_lost_after_start_up(host):
     """Both ranks up: status.yml says the group serves, and rank 1's line says what its health means (0.5.9's health
-    server there answers 200 whatever rank 0 does). Rank 1 then dies (SIGKILL, as a crash; Restart=no leaves it
+    server there answers 200 whatever rank 0 does); diagnose.yml reads both. Rank 1 then dies (SIGKILL, as a crash; Restart=no leaves it
     down): rank 0 still runs, its /health fails as 0.5.9's does (the health generate needs every rank), and
     status.yml says the group does not serve, names rank 1 and prints the command that restarts both. (The next
     test runs that command.)"""
@@ -191,6 +191,11 @@ def test_status_reads_the_group_as_a_whole_and_names_a_rank_lost_after_start_up(
     assert ok.returncode == 0, ok.stdout[-3000:]
     assert "group lab serving: 2 ranks up, ct100 (rank 0) healthy, KV tokens " in ok.stdout, ok.stdout[-3000:]
     assert "health server up (rank 1 of 2: SGLang serves no API here" in ok.stdout
+    assert "this launch's log: ready as rank 1 (its scheduler is up and its health server answers" in ok.stdout
+    # diagnose.yml reads each rank's status first (it failed on rank 1 when /server_info's 404 was not a status)
+    diag = ansible_playbook(inventories() + [os.path.join(ROOT, "playbooks", "diagnose.yml")])
+    assert diag.returncode == 0, diag.stdout[-3000:]
+    assert diag.stdout.count("no failure in the last launch") == 2
     ct(host, 101, "systemctl", "kill", "-s", "KILL", UNIT)
     host.run("pct exec 101 -- timeout 30 sh -c 'while systemctl is-active -q %s; do sleep 0.2; done'" % UNIT)
     bad = ansible_playbook(inventories() + [os.path.join(ROOT, "playbooks", "status.yml")],
