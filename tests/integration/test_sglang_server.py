@@ -307,6 +307,11 @@ def test_two_ranks_meet_and_a_rank_other_than_0_is_ready_by_its_health_server_al
         assert r0["server_info"]["max_total_num_tokens"] == 207346
         assert r1["server_info"] is None                 # no API on a rank other than 0
         assert "The server is fired up" not in "\n".join(r1["log_tail"])
+        # rank 1's log as 0.5.9 writes it: its scheduler lines prefixed TP1, none of what only TP rank 0 prints
+        tail1 = "\n".join(r1["log_tail"])
+        assert "TP1] Capture cuda graph end." in tail1 and "max_total_num_tokens=" not in tail1, tail1
+        assert "Using KV cache dtype" not in tail1 and "Capture cuda graph bs" not in tail1
+        assert "TP0] Capture cuda graph end." in "\n".join(r0["log_tail"])
         assert "--node-rank" in r1["argv"] and r1["argv"][r1["argv"].index("--dist-init-addr") + 1] == dist
         # rank 1 again, ready: the quick look answers by its health server too
         again = run_module(M, rank1)

@@ -34,11 +34,13 @@ Several nodes (``--nnodes`` > 1, ``--node-rank``, ``--dist-init-addr``), as 0.5.
   (<host>, <port>).`` on a rank that cannot connect, ``torch.distributed.DistStoreError: Timed out after 600 seconds
   waiting for clients. 1/2 clients joined.`` on rank 0 when a rank never comes. The waits are the real ones
   divided by SGLANG_STANDIN_SPEED;
-- a rank other than 0 runs no tokenizer and no HTTP server of its own: once its scheduler is ready (the log's
-  "max_total_num_tokens=" line) 0.5.9 starts ``launch_dummy_health_check_server`` (``srt/entrypoints/engine.py``
-  ``_launch_subprocesses``; ``srt/utils/common.py``) on --host/--port, uvicorn at log level warning (so nothing is
-  logged), answering GET /ping, /health and /health_generate with 200 always - no API key, no real health - and
-  404 to anything else; it then waits on its schedulers;
+- a rank other than 0 runs no tokenizer and no HTTP server of its own, and its log has no line only TP rank 0 prints
+  (the KV cache dtype, the cuda graph batch sizes, max_total_num_tokens); its scheduler lines carry its rank
+  prefix (`[ts TP1]`). Once its scheduler is ready (where TP rank 0 logs max_total_num_tokens) 0.5.9 starts
+  ``launch_dummy_health_check_server`` (``srt/entrypoints/engine.py`` ``_launch_subprocesses``;
+  ``srt/utils/common.py``) on --host/--port, uvicorn at log level warning (so nothing is logged), answering GET
+  /ping, /health and /health_generate with 200 always - no API key, no real health - and 404 to anything else; it
+  then waits on its schedulers;
 - a rank whose peer is gone after the meeting is not told: the stand-in's rank 0 stops its start-up where it is and
   waits (the real one waits in a collective until NCCL's watchdog, 10 min), and once up answers /health and
   /health_generate (one handler in 0.5.9, ``srt/entrypoints/http_server.py``: a 1-token generate unless
@@ -401,6 +403,38 @@ def make_handler(state):
     return H
 
 
+SCHEDULER_READY = object()
+# lines only the scheduler of TP rank 0 prints (reference sglang-0.5.9.md 1.3: lines 6, 13 and 17)
+TP0_ONLY = ("Using KV cache dtype", "Capture cuda graph bs", "max_total_num_tokens=")
+
+
+def node_lines(lines, args):
+    """The recorded start-up as one node of a multi-node server logs it (0.5.9): the scheduler's lines - from
+    "Init torch distributed begin." to the max_total_num_tokens line - carry the rank prefix (`[ts TP<r>]`, as with
+    TP > 1; r is the node's first TP rank); on a node other than 0, the lines only TP rank 0 prints are left out, and
+    where its scheduler would say max_total_num_tokens it reports ready instead (SCHEDULER_READY: 0.5.9's engine.py
+    then starts the dummy health server)."""
+    rank = args.node_rank * (args.tp_size * args.pp_size // args.nnodes)
+    out, inside = [], False
+    for line in lines:
+        if "Init torch distributed begin." in line:
+            inside = True
+        if inside:
+            last = "max_total_num_tokens=" in line
+            m = TS.match(line)
+            if m and " TP" not in line[m.end():m.end() + 4]:
+                line = line[:m.end()] + " TP%d" % rank + line[m.end():]
+            if args.node_rank > 0 and any(w in line for w in TP0_ONLY):
+                if last:
+                    out.append(SCHEDULER_READY)
+                    inside = False
+                continue
+            if last:
+                inside = False
+        out.append(line)
+    return out
+
+
 def main():
     args = parse_args(sys.argv[1:])
     state = State()
@@ -425,10 +459,24 @@ def main():
     if lines and not main_process_failure and not any("server_args=ServerArgs(" in line for line in lines):
         m = TS.match(lines[0])
         lines.insert(0, "[%s] server_args=ServerArgs()" % (m.group(1) if m else time.strftime("%Y-%m-%d %H:%M:%S")))
+    if args.nnodes > 1:
+        lines = node_lines(lines, args)
     prev = None
     server = None
     met = args.nnodes <= 1
     for line in lines:
+        if line is SCHEDULER_READY:     # a rank other than 0: its scheduler is up, 0.5.9 starts the health server
+            try:
+                dummy = ThreadingHTTPServer((args.host, args.port), dummy_health_handler())
+            except OSError:
+                sys.stderr.write("[%s] ERROR:    [Errno 98] error while attempting to bind on address ('%s', %d): "
+                                 "address already in use\n" % (time.strftime("%Y-%m-%d %H:%M:%S"), args.host, args.port))
+                sys.stderr.flush()
+                hang = True             # the health thread died; the schedulers go on
+                break
+            threading.Thread(target=dummy.serve_forever, daemon=True).start()
+            state.status = "Up"
+            continue
         m = TS.match(line)
         if m and prev is not None:
             t = time.mktime(time.strptime(m.group(1)[:19], "%Y-%m-%d %H:%M:%S"))
@@ -475,17 +523,6 @@ def main():
         sys.stderr.flush()
         if "Received sigquit" in line:
             os.kill(os.getpid(), signal.SIGKILL)
-        if args.nnodes > 1 and args.node_rank > 0 and "max_total_num_tokens=" in line:
-            try:
-                dummy = ThreadingHTTPServer((args.host, args.port), dummy_health_handler())
-            except OSError:
-                sys.stderr.write("[%s] ERROR:    [Errno 98] error while attempting to bind on address ('%s', %d): "
-                                 "address already in use\n" % (time.strftime("%Y-%m-%d %H:%M:%S"), args.host, args.port))
-                sys.stderr.flush()
-                hang = True             # the health thread died; the schedulers go on
-                break
-            threading.Thread(target=dummy.serve_forever, daemon=True).start()
-            state.status = "Up"
     if hang:
         while True:
             time.sleep(3600)
