@@ -5,10 +5,13 @@
 #   tests/ci/lock.sh write sglang-router-0.3.2   regenerate roles/sglang_router/files/locks/sglang-router-0.3.2.lock
 #   tests/ci/lock.sh check                       resolve every lock again and fail when one differs (stale or unresolvable)
 # The resolution is reproducible: packages published after the date on the .in file's `exclude-newer:` line
-# are ignored (move that date forward to take newer unpinned dependencies, then `write`).
+# are ignored, and the lock's own pins are uv's preferences (write and check alike), so a version that appears on
+# the index later with an older date does not move a pin. To take newer unpinned dependencies: move that date
+# forward, delete the lock, then `write`.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 dirs=("$root/roles/sglang_venv/files/locks" "$root/roles/sglang_router/files/locks")
+if [ -n "${LOCK_DIRS:-}" ]; then read -r -a dirs <<< "$LOCK_DIRS"; fi   # other lock dirs (tests)
 uv="${UV:-$root/.venv/bin/uv}"
 mode="${1:-check}"
 
@@ -45,6 +48,10 @@ case "$mode" in
     tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
     for in in $(for d in "${dirs[@]}"; do ls "$d"/*.in; done); do
       dir="$(dirname "$in")"; name="$(basename "$in" .in)"
+      # the lock as uv's preferences, as `write` has them: the check asks whether its pins still resolve from the
+      # .in against the index (none gone, none missing, no constraint broken) - not whether the index has since
+      # gained a newer version dated before exclude-newer (a mirror filling in old releases adds those)
+      cp "$dir/$name.lock" "$tmp/$name.lock"
       compile "$name" "$tmp/$name.lock"
       if ! diff -u "$dir/$name.lock" "$tmp/$name.lock" >"$tmp/diff"; then
         head -40 "$tmp/diff"
