@@ -189,8 +189,9 @@ def group_status(name, ranks, statuses, nodes):
         out["message"] = ("group %s NOT serving: %s%s. Its ranks meet once, at start-up, so a rank restarted alone "
                           "waits for peers that never come: restart them together with `%s`" % (
                               name, "; ".join(said),
-                              "; %s still run%s but cannot serve without it (SGLang waits on a lost rank until NCCL's "
-                              "watchdog, 10 min, then stops)" % (", ".join(up), "s" if len(up) == 1 else "")
+                              "; %s still run%s but cannot serve without %s (SGLang waits on a lost rank until NCCL's "
+                              "watchdog, 10 min, then stops)" % (", ".join(up), "s" if len(up) == 1 else "",
+                                                                 "it" if len(out["down"]) == 1 else "them")
                               if up else "", cmd))
         return out
     if not _truthy(head.get("healthy")):
@@ -300,24 +301,50 @@ def _ipv4_of(name):
         sock.close()
 
 
-def interface_to(addr, port=9):
+def _ipv6_addresses(text):
+    """{interface: [its IPv6 addresses, compressed]} from the text of /proc/net/if_inet6 (address in 32 hex digits,
+    index, prefix length, scope, flags, name)."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 6 or len(parts[0]) != 32:
+            continue
+        try:
+            addr = socket.inet_ntop(socket.AF_INET6, bytes.fromhex(parts[0]))
+        except ValueError:
+            continue
+        out.setdefault(parts[5], []).append(addr)
+    return out
+
+
+def interface_to(addr, port=9, if_inet6="/proc/net/if_inet6"):
     """The network interface this machine reaches ``addr`` through - the one NCCL and Gloo must use
     (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME): the kernel's source address for it (a UDP connect, nothing is sent),
-    then the interface holding that address. For rank 0's own address, the interface that holds it. IPv4 only;
-    None when it cannot be told."""
+    then the interface holding that address (IPv4: SIOCGIFADDR; IPv6: ``if_inet6``). For rank 0's own address, the
+    interface that holds it. None when it cannot be told (loopback included)."""
     host = str(addr).strip("[]")
-    if _family(host) != socket.AF_INET:
-        return None
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    family = _family(host)
+    sock = socket.socket(family, socket.SOCK_DGRAM)
     try:
         sock.connect((host, int(port)))
         source = sock.getsockname()[0]
-    except OSError:
+    except (OSError, ValueError):
         return None
     finally:
         sock.close()
-    for _index, name in socket.if_nameindex():
-        if name != "lo" and _ipv4_of(name) == source:
+    if family == socket.AF_INET:
+        for _index, name in socket.if_nameindex():
+            if name != "lo" and _ipv4_of(name) == source:
+                return name
+        return None
+    try:
+        wanted = socket.inet_ntop(socket.AF_INET6, socket.inet_pton(socket.AF_INET6, source.split("%")[0]))
+        with open(if_inet6) as fh:
+            held = _ipv6_addresses(fh.read())
+    except (OSError, ValueError):
+        return None
+    for name, addrs in sorted(held.items()):
+        if name != "lo" and wanted in addrs:
             return name
     return None
 

@@ -103,7 +103,7 @@ interface:
   description:
     - The network interface this container reaches O(addr) through (for rank 0, the one holding O(addr)) - what
       C(NCCL_SOCKET_IFNAME) and C(GLOO_SOCKET_IFNAME) must name so NCCL and Gloo use the network the rendezvous
-      uses. IPv4 only; null when it cannot be told.
+      uses (IPv4 or IPv6); null when it cannot be told.
   returned: always
   type: str
   sample: eth0

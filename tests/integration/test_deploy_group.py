@@ -5,6 +5,7 @@ and each gets nnodes, its node_rank and rank 0's dist_init_addr."""
 import json
 import subprocess
 
+import pytest
 import yaml
 
 from ansible_helpers import free_port
@@ -78,6 +79,31 @@ def test_matching_ranks_meet_at_rank_0s_rendezvous_and_get_their_args(tmp_path):
     both = out.split("sglang_server_plan_gpus:")[1:]
     assert len(both) == 2 and all(g.index("memory_total_mib: 49140") < g.index("memory_total_mib: 49141")
                                   for g in both), out[-3000:]
+
+
+def local_address6():
+    """A global or unique-local IPv6 address of this machine and the interface holding it (as `ip` tells), or None."""
+    out = subprocess.run(["ip", "-o", "-6", "addr", "show", "scope", "global"], capture_output=True, text=True,
+                         check=False).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if parts[1] != "lo":
+            return parts[3].split("/")[0], parts[1]
+    return None
+
+
+def test_ranks_meet_at_an_ipv6_rendezvous_and_nccl_gets_its_interface(tmp_path):
+    found = local_address6()
+    if not found:
+        pytest.skip("no global IPv6 address on this machine")
+    addr, iface = found
+    port = free_port()
+    p = ansible_playbook("-i", inventory(tmp_path, addr, port, ["1" * 40, "1" * 40]), PLAYBOOK, "--tags", "group", "-v")
+    assert p.returncode == 0, p.stdout[-4000:]
+    out = p.stdout
+    assert out.count("dist_init_addr: '[%s]:%d'" % (addr, port)) + out.count("dist_init_addr: [%s]:%d" % (addr, port)) >= 2, \
+        out[-3000:]
+    assert out.count("NCCL_SOCKET_IFNAME: %s" % iface) == 2 and out.count("GLOO_SOCKET_IFNAME: %s" % iface) == 2
 
 
 def test_the_operators_nccl_interface_wins(tmp_path):

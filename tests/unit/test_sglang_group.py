@@ -1,5 +1,9 @@
 """sglang_group: one SGLang server across several containers - the inventory shape, each rank's args, and what every
 rank must share with rank 0, each problem naming the host, its rank and the fix."""
+import os
+
+import pytest
+
 from unit_helpers import load_module_util
 
 G = load_module_util("sglang_group")
@@ -135,6 +139,31 @@ def test_the_interface_to_an_address_is_the_one_holding_the_source_address():
     assert G.interface_to("not an address") is None
 
 
+def test_an_ipv6_rendezvous_address_gets_its_interface_too(tmp_path):
+    """The same for IPv6, from /proc/net/if_inet6: every global or unique-local address of a non-loopback interface of
+    this machine is reached through that interface (skipped where the machine has none)."""
+    import socket
+    held = G._ipv6_addresses(open("/proc/net/if_inet6").read()) if os.path.exists("/proc/net/if_inet6") else {}
+    mine = [(name, a) for name, addrs in held.items() if name != "lo" for a in addrs if not a.startswith("fe80")]
+    if not mine:
+        pytest.skip("no IPv6 address but link-local on this machine")
+    for name, addr in mine:
+        assert G.interface_to(addr) == name and G.interface_to("[%s]" % addr) == name
+    assert G.interface_to("::1") is None
+    # the table as the kernel writes it; an address no interface holds is not guessed
+    table = tmp_path / "if_inet6"
+    table.write_text("00000000000000000000000000000001 01 80 10 80       lo\n"
+                     "fd000000000000000000000000000002 04 40 00 82     eth0\n"
+                     "fe8000000000000000fc00fffe000001 04 40 20 80     eth0\n")
+    assert G._ipv6_addresses(table.read_text()) == {"lo": ["::1"], "eth0": ["fd00::2", "fe80::fc:ff:fe00:1"]}
+    name, addr = mine[0]
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    assert G.interface_to(addr, if_inet6=str(empty)) is None
+    assert G.interface_to(addr, if_inet6=str(tmp_path / "missing")) is None
+    assert socket.AF_INET6 == G._family(addr)
+
+
 def up(tokens=207346, healthy=True, outcome="ready"):
     return {"unit": "active/running", "healthy": healthy, "max_total_num_tokens": tokens, "log_outcome": outcome,
             "failure": None}
@@ -181,6 +210,8 @@ def test_a_rank_down_is_named_with_its_failure_and_the_command_that_restarts_the
     assert both["down"] == ["ct100", "ct101"]
     assert "ct100 (rank 0) is inactive/dead; ct101 (rank 1) is failed/failed" in both["message"]
     assert "still run" not in both["message"]
+    three = G.group_status("lab", ["a", "b", "c"], {"a": up(), "b": dead, "c": {"unit": "inactive/dead"}}, ["pve1"])
+    assert "; a (rank 0) still runs but cannot serve without them (" in three["message"]
 
 
 def test_a_rank_not_in_this_run_makes_the_verdict_unknown_and_says_how_to_read_it():
