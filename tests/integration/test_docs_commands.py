@@ -14,14 +14,14 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_helpers import ROOT, VENV_BIN
+from ansible_helpers import ROOT, VENV_BIN, ansible_env
+from test_deploy_playbook import ansible_playbook
 
 DOCS = ["README.md"] + sorted(glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)) + sorted(
     glob.glob(os.path.join(ROOT, "roles", "*", "README.md")))
 # hosts an example names as the operator's own (a second rank, a second replica); inventory/example has one CT
 OPERATORS_HOSTS = {"ct130"}
-ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
-           ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+ENV = ansible_env(ANSIBLE_NOCOLOR="1")
 
 
 def commands(text):
@@ -83,9 +83,7 @@ def extra_var_names(value):
 
 @functools.lru_cache(maxsize=None)
 def listed_tags(playbook):
-    p = subprocess.run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", os.path.join(ROOT, "inventory", "example"),
-                        os.path.join(ROOT, playbook), "--list-tags"], capture_output=True, text=True, env=ENV, cwd=ROOT,
-                       timeout=300, check=False)
+    p = ansible_playbook("-i", os.path.join(ROOT, "inventory", "example"), os.path.join(ROOT, playbook), "--list-tags")
     assert p.returncode == 0, p.stderr
     tags = {"all", "always", "never", "tagged", "untagged"}
     for m in re.finditer(r"TAGS: \[([^\]]*)\]", p.stdout):

@@ -6,11 +6,11 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))   # tests/lab/molecule
 from lab_http import KEY, PROBE  # noqa: E402  (shared with the other lab scenarios)
+from lab_runbook import ansible_playbook, molecule_inventory  # noqa: E402
 
 testinfra_hosts = ["ansible://pvehost"]
 
@@ -25,19 +25,7 @@ def ct(host, vmid, *argv):
 
 def inventories():
     """The scenario's inventory (both ranks) over inventory/lab, as -i arguments."""
-    inv = os.environ.get("MOLECULE_INVENTORY_FILE") or os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"],
-                                                                    "inventory", "ansible_inventory.yml")
-    return ["-i", os.path.join(ROOT, "inventory", "lab"), "-i", inv]
-
-
-def ansible_playbook(argv, **env_extra):
-    """ansible-playbook as an operator runs it, from the repository (its ansible.cfg, not molecule's)."""
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), **env_extra)
-    p = subprocess.run([os.path.join(ROOT, ".venv", "bin", "ansible-playbook")] + argv, capture_output=True,
-                       text=True, env=env, cwd=ROOT, timeout=900, check=False)
-    p.stdout += p.stderr                                                    # failures may go to stderr
-    return p
+    return ["-i", os.path.join(ROOT, "inventory", "lab"), "-i", molecule_inventory()]
 
 
 def deploy(*extra):

@@ -8,12 +8,14 @@ import calendar
 import json
 import os
 import re
-import subprocess
+import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))   # tests/lab/molecule
+from lab_runbook import ROOT, ansible_playbook, molecule_inventory  # noqa: E402  (shared with multinode)
 
 testinfra_hosts = ["ansible://pvehost"]
 KEY = "lab-rollout-key-91c3"
-ROOT = os.environ["GPUSERVE_ROOT"]
 REPLICAS = ((100, "replica-a"), (101, "replica-b"))
 MODEL = "/srv/models/Llama-3.1-8B-Instruct"
 MARKER = re.compile(r"^# gpuserve launch ([0-9a-f]+) at (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", re.M)
@@ -56,17 +58,8 @@ def test_a_killed_replica_costs_at_most_its_in_flight_requests(host):
 
 
 def runbook(name, *extra):
-    """A runbook as an operator runs it: ansible-playbook with the scenario's inventory (molecule's, with its
-    group_vars and host_vars beside it) and the repository's ansible.cfg."""
-    inv = os.environ.get("MOLECULE_INVENTORY_FILE") or os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"],
-                                                                    "inventory", "ansible_inventory.yml")
-    argv = [os.path.join(ROOT, ".venv", "bin", "ansible-playbook"), "-i", inv,
-            os.path.join(ROOT, "playbooks", name)] + list(extra)
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
-    p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900, check=False)
-    p.stdout += p.stderr
-    return p
+    """A runbook as an operator runs it, with the scenario's inventory."""
+    return ansible_playbook(["-i", molecule_inventory(), os.path.join(ROOT, "playbooks", name)] + list(extra))
 
 
 def launches(host, vmid, name):
