@@ -90,6 +90,7 @@ _RE_GRAPH_END = re.compile(r"Capture (?:draft )?(?:extend )?cuda graph end\..*?m
 _RE_MFS = re.compile(r"mem_fraction_static=([0-9.]+)")
 _RE_TP = re.compile(r"\btp_size=(\d+)")
 _RE_PORT = re.compile(r"\bport=(\d+)")
+_RE_DIST_ADDR = re.compile(r"\bdist_init_addr='([^']+)'")
 _RE_GRAPH_BS = re.compile(r"\bcuda_graph_max_bs=(\d+)")
 _RE_VERSION = re.compile(r"(?:sglang[_ ]version|SGLang v(?=\d)|sglang==)[=: ]*v?(\d+\.\d+\.\d+[\w.+-]*)", re.I)
 _RE_KV_OOM = re.compile(
@@ -132,8 +133,14 @@ _NCCL_MARKERS = ("gloo/transport/tcp", "ProcessGroupGloo", "Gloo connectFullMesh
                  "DistNetworkError", "ProcessGroupNCCL", "ncclCommInitRank", "Watchdog caught collective",
                  "NCCL WARN", "torch.distributed.DistError", "init_process_group", "DistStoreError")
 # torch's TCPStore meeting of several nodes (init_process_group with tcp://<--dist-init-addr>), libtorch's wording
+# (format strings read from torch 2.9.1's libtorch_cpu.so): the ranks never met ...
 _RENDEZVOUS_MARKERS = ("waiting for clients.", "The client socket has timed out after",
-                       "The server socket has failed to listen", "Connection was likely closed")
+                       "The server socket has failed to listen", "TCP client failed to connect/validate to host",
+                       "wait timeout after", "Timed out initializing process group in store based barrier")
+# ... or a rank had joined rank 0's store and lost it: c10d's "recvValue failed on SocketImpl(...): <cause>" (also
+# sendBytes/recvVector) with its 0-byte read or libc's strerror of a reset or a closed pipe
+_STORE_LOST_MARKERS = ("Connection was likely closed", "Connection reset by peer", "Broken pipe")
+_STORE_SOCKET = ("failed on SocketImpl(", "DistNetworkError", "TCPStore")
 # Hub access refusals huggingface_hub prints as bare lines (no exception class in front)
 _HUB_ACCESS = ("is restricted. You must have access to it and be authenticated", "You must be authenticated to access",
                "Cannot access gated repo for url", "Access to model", "401 Client Error: Unauthorized for url",
@@ -364,6 +371,7 @@ class LogParser(object):
         self.spec = False
         self.import_evidence = None
         self.port = None
+        self.dist_init_addr = None
         self.cuda_graph_max_bs = None
         self._progress = {}
         for words, name in PROGRESS_RULES:
@@ -685,6 +693,9 @@ class LogParser(object):
         mm = _RE_PORT.search(msg)
         if mm:
             self.port = int(mm.group(1))
+        mm = _RE_DIST_ADDR.search(msg)
+        if mm:
+            self.dist_init_addr = mm.group(1)
         mm = _RE_GRAPH_BS.search(msg)
         if mm:
             self.cuda_graph_max_bs = int(mm.group(1))
@@ -988,11 +999,21 @@ def hint_for(failure, facts, parser=None):
         return ("The Python environment is broken: %s. Rebuild it with the sglang_venv role (pinned sglang 0.5.9, "
                 "torch 2.9.1, sgl-kernel 0.3.21, flashinfer 0.6.3) and check that flash-attn/sgl-kernel wheels "
                 "match torch, CUDA and the Python ABI." % what)
+    if kind == "nccl_error" and any(mk in msg for mk in _STORE_LOST_MARKERS) and \
+            any(mk in msg for mk in _STORE_SOCKET):
+        return ("This rank had reached rank 0's TCPStore at --dist-init-addr%s and lost the connection before the "
+                "ranks had met: the process holding that port stopped, was restarted or died - often a rank 0 of an "
+                "earlier launch, still running when this rank joined it, then stopped. Read rank 0's log of the same "
+                "minute for its own failure, then stop every rank and start them together (deploy.yml does; "
+                "status.yml prints the group's restart command); restarting one rank alone meets whatever rank 0 is "
+                "running then." % (" (%s)" % parser.dist_init_addr if parser is not None and parser.dist_init_addr
+                                   else ""))
     if kind == "nccl_error" and any(mk in msg for mk in _RENDEZVOUS_MARKERS):
         return ("The ranks never met at --dist-init-addr (torch's TCPStore on rank 0): a rank did not start, died "
                 "before joining, cannot reach rank 0's address and port (firewall, route, wrong address), or the port "
-                "is taken on rank 0. Read the other ranks' logs for the first error, check a TCP connect from every "
-                "rank to that port, and start all ranks together (deploy.yml does).")
+                "is taken on rank 0 (also by a process of an earlier launch). Read the other ranks' logs for the "
+                "first error, check a TCP connect from every rank to that port, and start all ranks together "
+                "(deploy.yml does).")
     if kind == "nccl_error":
         return ("NCCL / torch.distributed failed. Check that every GPU of the TP group is visible in the container "
                 "(nvidia-smi), try NCCL_P2P_DISABLE=1 or --disable-custom-all-reduce on PCIe-only cards, and "

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 from ansible_helpers import STANDIN, run_module, run_playbook
 
@@ -325,6 +326,57 @@ def test_two_ranks_meet_and_a_rank_other_than_0_is_ready_by_its_health_server_al
         assert "never met at --dist-init-addr" in alone["failure"]["hint"]
     finally:
         run_module(M, {"name": rank1["name"], "manager": "process", "state": "stopped", "state_dir": rank1["state_dir"]})
+
+
+@pytest.mark.parametrize("rank0_stops", [True, False], ids=["rank0-stops", "rank0-lives-on"])
+def test_a_rank_restarted_alone_joins_the_old_rank_0_and_is_told_why_it_failed(server, tmp_path, rank0_stops):
+    """Rank 1 restarted alone while rank 0 still runs (what deploy.yml's group stop prevents, and what a
+    `systemctl restart` of one rank does): torch's store on rank 0 serves while that process lives, so the new rank
+    1 joins it and waits for a meeting that is over. When rank 0 then stops, rank 1 fails with torch's lost-store
+    words and is told rank 0 went away; while it lives on, rank 1's store wait times out and is named a meeting
+    that failed."""
+    from ansible_helpers import free_port
+    import threading
+    dist = "127.0.0.1:%d" % free_port()
+    group = {"tp_size": 2, "nnodes": 2, "dist_init_addr": dist, "dist_timeout": 600 if rank0_stops else 60}
+    rank0 = scen(server, "ready_tp1_dense", args=dict(group, node_rank=0))
+    port1 = free_port()
+    rank1 = scen(dict(server, name="t%d" % port1, port=port1, state_dir=str(tmp_path / "state1")), "ready_tp1_dense",
+                 args=dict(group, node_rank=1))
+    stop0 = {"name": server["name"], "manager": "process", "state": "stopped", "state_dir": server["state_dir"]}
+    try:
+        results = {}
+        threads = [threading.Thread(target=lambda k=k, a=a: results.__setitem__(k, run_module(M, a)))
+                   for k, a in (("r0", rank0), ("r1", rank1))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results["r0"]["status"] == "ready" and results["r1"]["status"] == "ready"
+        log1 = os.path.join(rank1["state_dir"], rank1["name"] + ".log")
+        begun = open(log1).read().count("Init torch distributed begin.")
+        again = threading.Thread(target=lambda: results.__setitem__("again", run_module(M, dict(rank1, state="restarted"))))
+        again.start()
+        if rank0_stops:
+            end = time.time() + 30
+            while open(log1).read().count("Init torch distributed begin.") == begun and time.time() < end:
+                time.sleep(0.1)
+            time.sleep(1.0)                     # rank 1 has connected to rank 0's store and waits there
+            run_module(M, stop0)
+        again.join()
+        f = results["again"]["failure"]
+        assert results["again"]["status"] == "failed" and f["kind"] == "nccl_error" and f["rank"] == "TP1", f
+        if rank0_stops:
+            assert f["message"].startswith("torch.distributed.DistNetworkError: recvValue failed on SocketImpl(")
+            assert "Connection was likely closed" in f["message"], f["message"]
+            assert "lost the connection" in f["hint"] and "(%s)" % dist in f["hint"], f["hint"]
+            assert "Exception raised from recvBytes" in open(log1).read()
+        else:
+            assert f["message"] == "torch.distributed.DistStoreError: wait timeout after 60000ms, keys: /init/"
+            assert "never met at --dist-init-addr" in f["hint"] and "earlier launch" in f["hint"], f["hint"]
+    finally:
+        run_module(M, {"name": rank1["name"], "manager": "process", "state": "stopped", "state_dir": rank1["state_dir"]})
+        run_module(M, stop0)
 
 
 def _group_run(server, tmp_path, scenarios):

@@ -32,6 +32,8 @@ CASES = {
     "nccl_error.log": ("failed", "dist_init", "nccl_error", "TP1"),
     "rendezvous_client_timeout.log": ("failed", "dist_init", "nccl_error", "TP1"),
     "rendezvous_store_timeout.log": ("failed", "dist_init", "nccl_error", "TP0"),
+    "rendezvous_store_lost.log": ("failed", "dist_init", "nccl_error", "TP1"),
+    "rendezvous_store_wait_timeout.log": ("failed", "dist_init", "nccl_error", "TP1"),
     "model_not_found_gated.log": ("failed", "args", "model_not_found", None),
     "model_not_found_path.log": ("failed", "args", "model_not_found", None),
     "tp_mismatch.log": ("failed", "load_weights", "tp_mismatch", "TP2"),
@@ -69,13 +71,48 @@ def test_fixture_outcome_phase_kind_rank(name):
     json.dumps(r)  # facts must be plain data (Ansible returns them as JSON)
 
 
-@pytest.mark.parametrize("name", ["rendezvous_client_timeout.log", "rendezvous_store_timeout.log"])
+@pytest.mark.parametrize("name", ["rendezvous_client_timeout.log", "rendezvous_store_timeout.log",
+                                  "rendezvous_store_wait_timeout.log"])
 def test_a_multi_node_meeting_that_failed_is_named_as_such(name):
     f = SL.parse_log(fixture_text("sglang_logs", name))["failure"]
     assert f["message"].startswith(("torch.distributed.DistNetworkError", "torch.distributed.DistStoreError"))
     assert "never met at --dist-init-addr" in f["hint"] and "TCP connect" in f["hint"]
+    assert "lost the connection" not in f["hint"]
     # an NCCL failure after the meeting keeps the NCCL hint
     assert "never met" not in SL.parse_log(fixture_text("sglang_logs", "nccl_error.log"))["failure"]["hint"]
+
+
+def test_a_rank_that_lost_rank_0s_store_is_told_rank_0_went_away_with_its_address():
+    r = SL.parse_log(fixture_text("sglang_logs", "rendezvous_store_lost.log"))
+    f = r["failure"]
+    # the exception line, not c10's C++ backtrace under it
+    assert f["message"] == ("torch.distributed.DistNetworkError: recvValue failed on SocketImpl(fd=57, "
+                            "addr=[10.0.3.101]:41822, remote=[10.0.3.100]:5000): Connection reset by peer")
+    assert "rank 0's TCPStore at --dist-init-addr (10.0.3.100:5000) and lost the connection" in f["hint"]
+    assert "stop every rank and start them together" in f["hint"] and "never met" not in f["hint"]
+
+
+@pytest.mark.parametrize("cause", [
+    "Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?",
+    "Failed to send, sent 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?",
+    "Connection reset by peer", "Broken pipe"])
+@pytest.mark.parametrize("wrapped", [True, False], ids=["recvValue-wrapper", "bare"])
+def test_every_way_torch_words_a_lost_store_gets_that_hint_without_an_address_it_was_not_given(cause, wrapped):
+    text = fixture_text("sglang_logs", "rendezvous_store_lost.log").replace(", dist_init_addr='10.0.3.100:5000'", "")
+    old = "recvValue failed on SocketImpl(fd=57, addr=[10.0.3.101]:41822, remote=[10.0.3.100]:5000): Connection reset by peer"
+    new = ("recvValue failed on SocketImpl(fd=57, addr=[10.0.3.101]:41822, remote=[10.0.3.100]:5000): " if wrapped
+           else "") + cause
+    f = SL.parse_log(text.replace(old, new))["failure"]
+    assert f["kind"] == "nccl_error" and f["message"] == "torch.distributed.DistNetworkError: " + new
+    assert f["hint"].startswith("This rank had reached rank 0's TCPStore at --dist-init-addr and lost the connection")
+
+
+def test_a_reset_outside_torch_distributed_is_not_taken_for_a_lost_store():
+    text = fixture_text("sglang_logs", "rendezvous_store_lost.log").replace(
+        "torch.distributed.DistNetworkError: recvValue failed on SocketImpl(fd=57, addr=[10.0.3.101]:41822, "
+        "remote=[10.0.3.100]:5000): Connection reset by peer", "ConnectionResetError: [Errno 104] Connection reset by peer")
+    f = SL.parse_log(text)["failure"]
+    assert "lost the connection" not in (f["hint"] or "")
 
 
 def test_seed_failure_reports_the_error_not_the_sigquit_echo_with_numbers_in_the_hint():

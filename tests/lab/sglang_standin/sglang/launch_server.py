@@ -32,8 +32,13 @@ Several nodes (``--nnodes`` > 1, ``--node-rank``, ``--dist-init-addr``), as 0.5.
   chrono duration as fmt prints milliseconds) inside 0.5.9's "Scheduler hit an exception" and its sigquit:
   ``torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect to
   (<host>, <port>).`` on a rank that cannot connect, ``torch.distributed.DistStoreError: Timed out after 600 seconds
-  waiting for clients. 1/2 clients joined.`` on rank 0 when a rank never comes. The waits are the real ones
-  divided by SGLANG_STANDIN_SPEED;
+  waiting for clients. 1/2 clients joined.`` on rank 0 when a rank never comes. A rank that reaches a rank 0 whose
+  meeting is over (a rank 0 of an earlier launch: its store serves while the process lives) is taken in and never
+  told the meeting is over: when that process ends, ``torch.distributed.DistNetworkError: recvValue failed on
+  SocketImpl(fd=.., addr=[..]:.., remote=[..]:..): Failed to recv, got 0 bytes. Connection was likely closed. ...``
+  (or libc's ``Connection reset by peer``) with c10's C++ backtrace lines under it; while it lives,
+  ``torch.distributed.DistStoreError: wait timeout after 600000ms, keys: /init/`` (the key illustrative). The waits
+  are the real ones divided by SGLANG_STANDIN_SPEED;
 - a rank other than 0 runs no tokenizer and no HTTP server of its own, and its log has no line only TP rank 0 prints
   (the KV cache dtype, the cuda graph batch sizes, max_total_num_tokens); its scheduler lines carry its rank
   prefix (`[ts TP1]`). Once its scheduler is ready (where TP rank 0 logs max_total_num_tokens) 0.5.9 starts
@@ -119,11 +124,15 @@ def authorized(api_key, method, path, authorization):
 
 def with_api_key(line, args):
     """The recorded server_args line (resolved values) with this launch's api_key field, as the dataclass repr
-    engine.py logs (f"{server_args=}") always carries it: api_key=None, or the key itself."""
+    engine.py logs (f"{server_args=}") always carries it: api_key=None, or the key itself; and, for a launch of
+    several nodes, its nnodes, node_rank and dist_init_addr fields (in the same repr)."""
     body = line.rstrip()
     if "api_key=" in body or not body.endswith(")"):
         return body
-    return body[:-1] + "%sapi_key=%r)" % (", " if not body.endswith("(") else "", args.api_key)
+    fields = [("api_key", args.api_key)]
+    if args.nnodes > 1:
+        fields += [("nnodes", args.nnodes), ("node_rank", args.node_rank), ("dist_init_addr", args.dist_init_addr)]
+    return body[:-1] + ("" if body.endswith("(") else ", ") + ", ".join("%s=%r" % f for f in fields) + ")"
 
 
 def parse_args(argv):
@@ -183,6 +192,27 @@ def _dist_addr(args):
     return host.strip("[]"), int(port)
 
 
+def _store_lost(conn, cause):
+    """torch 2.9.1's words when a rank's connection to the TCPStore breaks after it joined (libtorch_cpu.so's
+    "recvValue failed on {}: {}" around "SocketImpl(fd={}, addr={}, remote={})", the cause being c10d's 0-byte read
+    or libc's strerror), with the C++ backtrace c10::Error carries (libc10.so's "Exception raised from ... (most
+    recent call first):" and "frame #" lines; the addresses and the line number here are illustrative)."""
+    try:
+        (lhost, lport), (rhost, rport) = conn.getsockname()[:2], conn.getpeername()[:2]
+    except OSError:
+        (lhost, lport), (rhost, rport) = ("0.0.0.0", 0), ("0.0.0.0", 0)
+    lib = "/opt/sglang/venv/lib/python3.11/site-packages/torch/lib"
+    return "\n".join([
+        "recvValue failed on SocketImpl(fd=%d, addr=[%s]:%d, remote=[%s]:%d): %s" % (
+            conn.fileno(), lhost, lport, rhost, rport, cause),
+        "Exception raised from recvBytes at /pytorch/torch/csrc/distributed/c10d/Utils.hpp:670 (most recent call "
+        "first):",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, std::char_traits<char>, "
+        "std::allocator<char> >) + 0x98 (0x7f3a8c1b2eb8 in %s/libc10.so)" % lib,
+        "frame #1: <unknown function> + 0x5f1c0a2 (0x7f3a7a51c0a2 in %s/libtorch_cpu.so)" % lib,
+        "frame #2: <omitting python frames>"])
+
+
 def rendezvous(args, state, speed):
     """torch's TCPStore meeting of init_process_group (see the module doc); returns the open sockets to keep."""
     world = args.tp_size * args.pp_size
@@ -218,11 +248,15 @@ def rendezvous(args, state, speed):
         for conn in peers:
             conn.sendall(b"go\n")
 
-        def keep_listening():           # the TCPStore serves (and holds its port) as long as the process lives
-            srv.settimeout(None)
-            while True:
+        def keep_listening():           # the TCPStore serves (and holds its port) as long as the process lives:
+            srv.settimeout(None)        # a late joiner is taken in and held, never told the meeting is over; it
+            late = []                   # waits until it times out, or until this process ends and the kernel
+            while True:                 # closes the connection (a 0-byte read there)
                 try:
-                    srv.accept()[0].close()
+                    conn = srv.accept()[0]
+                    conn.settimeout(5)
+                    conn.recv(64)
+                    late.append(conn)
                 except OSError:
                     time.sleep(0.1)
         threading.Thread(target=keep_listening, daemon=True).start()
@@ -241,10 +275,13 @@ def rendezvous(args, state, speed):
         try:
             go = conn.recv(3)
         except socket.timeout:
-            go = None
+            raise RendezvousError("DistStoreError", "wait timeout after %dms, keys: /init/" % (timeout * 1000))
+        except OSError as exc:
+            raise RendezvousError("DistNetworkError", _store_lost(conn, os.strerror(exc.errno or 104)))
         if not go:
-            raise RendezvousError("DistNetworkError", "Failed to recv, got 0 bytes. Connection was likely closed. Did "
-                                  "the remote server shutdown or crash?")
+            raise RendezvousError("DistNetworkError", _store_lost(conn, "Failed to recv, got 0 bytes. Connection was "
+                                                                        "likely closed. Did the remote server "
+                                                                        "shutdown or crash?"))
         peers = [conn]
 
     def watch_peers():
