@@ -55,6 +55,16 @@ CASES = [
      r"nvidia_driver_version=latest: pin an exact version such as 570\.153\.02"),
     ("nvidia-runfile", "nvidia_driver", dict(NVIDIA, nvidia_driver_runfile_sha256="abc"),
      r"nvidia_driver_method=runfile needs nvidia_driver_runfile_url .* and nvidia_driver_runfile_sha256"),
+    ("ct-apt-packages", "nvidia_driver:container",
+     {"nvidia_driver_userspace_version": "570.153.02", "nvidia_driver_userspace_method": "apt",
+      "nvidia_driver_userspace_apt_packages": []},
+     r"set nvidia_driver_userspace_version .* and nvidia_driver_userspace_apt_packages \(the userspace packages, e\.g\. "
+     r"libcuda1, libnvidia-ml1, nvidia-smi; is \[\]\)"),
+    ("ct-apt-version", "nvidia_driver:container", {"nvidia_driver_userspace_version": "r570", "nvidia_driver_userspace_method": "apt"},
+     r"set nvidia_driver_userspace_version \(the host's module version, e\.g\. 570\.153\.02; is r570\)"),
+    ("ct-runfile", "nvidia_driver:container", {"nvidia_driver_userspace_version": "570.153.02", "proxmox_vmid": 100,
+                                               "gpuserve_node": "pve1"},
+     r"nvidia_driver_runfile_path \(the \.run on the node\) with its sha256"),
     ("nvidia-disk", "nvidia_driver", dict(NVIDIA, nvidia_driver_min_free_mib=2 ** 40, nvidia_driver_skip_gpu_check=True),
      r"/ has \d+ MiB free, the install needs 1099511627776 MiB \(nvidia_driver_min_free_mib\): free space first"),
 ]
@@ -68,7 +78,9 @@ def refusals(tmp_path_factory):
     tasks = []
     for case, role, variables, _message in CASES:
         tasks.append({"name": "case " + case, "block": [
-            {"name": "run " + case, "ansible.builtin.include_role": {"name": "gpuserve.sglang." + role}, "vars": variables},
+            {"name": "run " + case, "ansible.builtin.include_role": dict(
+                {"name": "gpuserve.sglang." + role.partition(":")[0]},
+                **({"tasks_from": role.partition(":")[2]} if ":" in role else {})), "vars": variables},
             {"name": "not refused " + case, "ansible.builtin.set_fact": {
                 "__said": "{{ __said | default({}) | combine({'%s': {'accepted': true}}) }}" % case}}],
             "rescue": [{"name": "refused " + case, "ansible.builtin.set_fact": {

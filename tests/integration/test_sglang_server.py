@@ -283,26 +283,37 @@ def test_a_plan_far_from_the_actual_capacity_is_warned_with_both_numbers(server)
     assert close["plan_vs_actual"]["within_tolerance"] is True and not close.get("warnings")
 
 
-def test_two_ranks_meet_and_a_rank_other_than_0_is_ready_by_its_health_server_alone(server, tmp_path):
-    """Two ranks of one --nnodes 2 server on this machine: neither starts up until both have met at rank 0's
-    --dist-init-addr; rank 1 logs no readiness (0.5.9) and is watched by its health server; alone, rank 1 fails
-    with torch's TCPStore timeout, named as a meeting that failed."""
+def _two_ranks(server, tmp_path, dist_timeout):
+    """Module args of rank 0 and rank 1 of one --nnodes 2 server on this machine (rank 0 on the fixture's port)."""
     from ansible_helpers import free_port
-    import threading
-    dist = "127.0.0.1:%d" % free_port()
-    group = {"tp_size": 2, "nnodes": 2, "dist_init_addr": dist, "dist_timeout": 60}
+    group = {"tp_size": 2, "nnodes": 2, "dist_init_addr": "127.0.0.1:%d" % free_port(), "dist_timeout": dist_timeout}
     rank0 = scen(server, "ready_tp1_dense", args=dict(group, node_rank=0))
     port1 = free_port()
     rank1 = scen(dict(server, name="t%d" % port1, port=port1, state_dir=str(tmp_path / "state1")), "ready_tp1_dense",
                  args=dict(group, node_rank=1))
+    return rank0, rank1, group["dist_init_addr"]
+
+
+def _start_together(rank0, rank1):
+    """Both ranks started at once (each waits for the other at the meeting): {"r0": result, "r1": result}."""
+    import threading
+    results = {}
+    threads = [threading.Thread(target=lambda k=k, a=a: results.__setitem__(k, run_module(M, a)))
+               for k, a in (("r0", rank0), ("r1", rank1))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def test_two_ranks_meet_and_a_rank_other_than_0_is_ready_by_its_health_server_alone(server, tmp_path):
+    """Two ranks of one --nnodes 2 server on this machine: neither starts up until both have met at rank 0's
+    --dist-init-addr; rank 1 logs no readiness (0.5.9) and is watched by its health server; alone, rank 1 fails
+    with torch's TCPStore timeout, named as a meeting that failed."""
+    rank0, rank1, dist = _two_ranks(server, tmp_path, 60)
     try:
-        results = {}
-        threads = [threading.Thread(target=lambda k=k, a=a: results.__setitem__(k, run_module(M, a)))
-                   for k, a in (("r0", rank0), ("r1", rank1))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        results = _start_together(rank0, rank1)
         r0, r1 = results["r0"], results["r1"]
         assert r0["status"] == "ready" and r1["status"] == "ready", (r0.get("msg"), r1.get("msg"))
         assert r0["server_info"]["max_total_num_tokens"] == 207346
@@ -335,23 +346,11 @@ def test_a_rank_restarted_alone_joins_the_old_rank_0_and_is_told_why_it_failed(s
     1 joins it and waits for a meeting that is over. When rank 0 then stops, rank 1 fails with torch's lost-store
     words and is told rank 0 went away; while it lives on, rank 1's store wait times out and is named a meeting
     that failed."""
-    from ansible_helpers import free_port
     import threading
-    dist = "127.0.0.1:%d" % free_port()
-    group = {"tp_size": 2, "nnodes": 2, "dist_init_addr": dist, "dist_timeout": 600 if rank0_stops else 60}
-    rank0 = scen(server, "ready_tp1_dense", args=dict(group, node_rank=0))
-    port1 = free_port()
-    rank1 = scen(dict(server, name="t%d" % port1, port=port1, state_dir=str(tmp_path / "state1")), "ready_tp1_dense",
-                 args=dict(group, node_rank=1))
+    rank0, rank1, dist = _two_ranks(server, tmp_path, 600 if rank0_stops else 60)
     stop0 = {"name": server["name"], "manager": "process", "state": "stopped", "state_dir": server["state_dir"]}
     try:
-        results = {}
-        threads = [threading.Thread(target=lambda k=k, a=a: results.__setitem__(k, run_module(M, a)))
-                   for k, a in (("r0", rank0), ("r1", rank1))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        results = _start_together(rank0, rank1)
         assert results["r0"]["status"] == "ready" and results["r1"]["status"] == "ready"
         log1 = os.path.join(rank1["state_dir"], rank1["name"] + ".log")
         begun = open(log1).read().count("Init torch distributed begin.")

@@ -2,8 +2,13 @@
 
     python3 make-apt-repo.py <dir> <version> [<version> ...]
 
-Each version gives nvidia-driver, nvidia-kernel-dkms, nvidia-smi and nvidia-persistenced .debs (built
-with dpkg-deb) and one Packages index, so `deb [trusted=yes] file:<dir> ./` serves them to apt.
+Each version gives nvidia-driver, nvidia-kernel-dkms, nvidia-smi, nvidia-persistenced, libnvidia-ml1 and libcuda1
+.debs (built with dpkg-deb) and one Packages index, so `deb [trusted=yes] file:<dir> ./` serves them to apt.
+Their relations are shaped as Debian's (and NVIDIA's Debian repository's) are, only stricter about versions: the
+libraries and tools of one driver depend on each other at exactly that version (an upgrade or a downgrade has to
+move them together), nvidia-smi needs NVML (libnvidia-ml1), and libcuda1 recommends the kernel module package
+(so a container that installs it without --no-install-recommends would get DKMS). libnvidia-ml1 ships the
+libnvidia-ml.so.<version> whose name tells the installed version.
 """
 import hashlib
 import os
@@ -11,7 +16,13 @@ import subprocess
 import sys
 import tempfile
 
-PACKAGES = ("nvidia-driver", "nvidia-kernel-dkms", "nvidia-smi", "nvidia-persistenced")
+PACKAGES = ("nvidia-driver", "nvidia-kernel-dkms", "nvidia-smi", "nvidia-persistenced", "libnvidia-ml1", "libcuda1")
+# name -> (Depends, Recommends), each at this very version
+RELATIONS = {
+    "nvidia-driver": (("libnvidia-ml1", "libcuda1", "nvidia-kernel-dkms"), ()),
+    "nvidia-smi": (("libnvidia-ml1",), ()),
+    "libcuda1": ((), ("nvidia-kernel-dkms",)),
+}
 
 
 def build(repo, name, version):
@@ -19,12 +30,18 @@ def build(repo, name, version):
     with tempfile.TemporaryDirectory() as root:
         os.makedirs(os.path.join(root, "DEBIAN"))
         with open(os.path.join(root, "DEBIAN", "control"), "w") as fh:
+            depends, recommends = RELATIONS.get(name, ((), ()))
             fh.write("Package: %s\nVersion: %s\nArchitecture: all\nMaintainer: gpuserve lab <lab@invalid>\n"
-                     "Description: gpuserve lab stand-in for %s %s\n" % (name, version, name, upstream))
-        if name == "nvidia-driver":
+                     % (name, version))
+            for field, names in (("Depends", depends), ("Recommends", recommends)):
+                if names:
+                    fh.write("%s: %s\n" % (field, ", ".join("%s (= %s)" % (n, version) for n in names)))
+            fh.write("Description: gpuserve lab stand-in for %s %s\n" % (name, upstream))
+        marker = {"libnvidia-ml1": "libnvidia-ml.so.%s", "libcuda1": "libcuda.so.%s"}.get(name)
+        if marker:
             lib = os.path.join(root, "usr", "lib", "x86_64-linux-gnu")
             os.makedirs(lib)
-            open(os.path.join(lib, "libnvidia-ml.so.%s" % upstream), "w").close()
+            open(os.path.join(lib, marker % upstream), "w").close()
         if name == "nvidia-persistenced":   # the real package ships its unit
             units = os.path.join(root, "lib", "systemd", "system")
             os.makedirs(units)
