@@ -26,10 +26,10 @@ def test_tags_server_runs_the_server_role_not_the_venv_or_the_model():
     assert any(t.startswith("gpuserve.sglang.sglang_server : SGLang is ready") for t in tasks)
 
 
-def inventory(tmp_path, **ct):
+def inventory(tmp_path, node=None, **ct):
     host = {"ansible_connection": "local", "proxmox_vmid": 129, "gpuserve_node": "pve1"}
     host.update(ct)
-    inv = {"all": {"children": {"pve_nodes": {"hosts": {"pve1": {"ansible_connection": "local"}}},
+    inv = {"all": {"children": {"pve_nodes": {"hosts": {"pve1": dict({"ansible_connection": "local"}, **(node or {}))}},
                                 "sglang_containers": {"hosts": {"ct129": host}}}}}
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(inv))
@@ -75,3 +75,21 @@ def test_the_plan_chart_is_printed_as_one_block_a_person_reads_at_a_glance():
     assert "  KV cache       -2.95 GiB |<0: over budget by 2.95 GiB" in lines
     fix = [line for line in lines if line.startswith("  fix speculative_eagle_topk=1")]
     assert fix and fix[0].endswith("(set all three together))")      # a long line is not wrapped
+
+
+def test_a_node_on_apt_gets_its_containers_userspace_from_apt_too(tmp_path):
+    """The container entry runs with the node's method: on apt it asks for the CT's packages (refused here, with
+    none given, before anything changes - which shows the apt branch ran); a node on a .run it was not given
+    leaves the container entry out, as before."""
+    apt = ansible_playbook("-i", inventory(tmp_path, node={"nvidia_driver_version": "570.153.02",
+                                                           "nvidia_driver_method": "apt"},
+                                           nvidia_driver_userspace_apt_packages=[]),
+                           PLAYBOOK, "--tags", "userspace")
+    assert apt.returncode != 0
+    said = " ".join(apt.stdout.split())
+    assert "ct129: set nvidia_driver_userspace_version (the host's module version, e.g. 570.153.02; is 570.153.02) " \
+           "and nvidia_driver_userspace_apt_packages" in said, apt.stdout[-3000:]
+    runfile = ansible_playbook("-i", inventory(tmp_path, node={"nvidia_driver_version": "570.153.02"}),
+                               PLAYBOOK, "--tags", "userspace")
+    assert runfile.returncode == 0, runfile.stdout[-3000:]
+    assert "Container | the version and the installer are named" not in runfile.stdout
