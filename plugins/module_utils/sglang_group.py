@@ -161,8 +161,9 @@ def group_status(name, ranks, statuses, nodes):
     """One verdict for a multi-node group from its ranks' status (playbooks/status.yml): ``ranks`` the host names in
     rank order, ``statuses`` {host: its sglang_server_status, or None when it is not in this run}, ``nodes`` the
     ranks' Proxmox nodes. SGLang 0.5.9 serves the API on rank 0 only; a rank other than 0 runs a health server that
-    answers 200 whatever happens to rank 0, and a rank lost after start-up leaves the others waiting in a collective
-    (NCCL's watchdog, 10 min) - so the group serves only if every rank runs and rank 0 is healthy.
+    answers 200 whatever happens to rank 0, and a rank lost after start-up ends the others at their next Gloo
+    broadcast when idle, or leaves them waiting in an NCCL collective (the watchdog, 10 min) when a request was in
+    flight - so the group serves only if every rank runs and rank 0 is healthy.
 
     Returns {"group", "serving": True / False / None (not every rank in this run), "down": [hosts], "message",
     "restart": the command that restarts the ranks together}."""
@@ -185,14 +186,14 @@ def group_status(name, ranks, statuses, nodes):
             said.append("%s is %s%s" % (label[h], st.get("unit") or "unknown",
                                         ", its last launch failed: %s" % failure["kind"] if failure.get("kind") else ""))
         up = [label[h] for h in ranks if h not in out["down"]]
+        still = ("; %s still run%s but cannot serve without %s (SGLang 0.5.9 waits on a lost rank in NCCL until the "
+                 "watchdog, 10 min, when a request was in flight; idle, the others end at once)" % (
+                     ", ".join(up), "s" if len(up) == 1 else "", "it" if len(out["down"]) == 1 else "them")
+                 if up else "")
         out["serving"] = False
         out["message"] = ("group %s NOT serving: %s%s. Its ranks meet once, at start-up, so a rank restarted alone "
                           "waits for peers that never come: restart them together with `%s`" % (
-                              name, "; ".join(said),
-                              "; %s still run%s but cannot serve without %s (SGLang waits on a lost rank until NCCL's "
-                              "watchdog, 10 min, then stops)" % (", ".join(up), "s" if len(up) == 1 else "",
-                                                                 "it" if len(out["down"]) == 1 else "them")
-                              if up else "", cmd))
+                              name, "; ".join(said), still, cmd))
         return out
     if not _truthy(head.get("healthy")):
         out["serving"] = False

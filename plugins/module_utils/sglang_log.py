@@ -141,6 +141,11 @@ _RENDEZVOUS_MARKERS = ("waiting for clients.", "The client socket has timed out 
 # sendBytes/recvVector) with its 0-byte read or libc's strerror of a reset or a closed pipe
 _STORE_LOST_MARKERS = ("Connection was likely closed", "Connection reset by peer", "Broken pipe")
 _STORE_SOCKET = ("failed on SocketImpl(", "DistNetworkError", "TCPStore")
+# Gloo's own words (torch 2.9.1's libtorch_cpu.so, third_party/gloo transport/tcp/pair.cc) when the rank at the other
+# end of a pair is gone: 0.5.9's scheduler broadcasts over the Gloo CPU group on every loop, so a rank lost after
+# start-up ends the others at their next broadcast
+_GLOO_PEER_LOST = ("Connection closed by peer", "Read error", "Socket closed", "writev", "Connection reset by peer")
+_RE_GLOO_PEER = re.compile(r"(?:peer|error|closed|writev) \[([^\]]+)\]:(\d+)")
 # Hub access refusals huggingface_hub prints as bare lines (no exception class in front)
 _HUB_ACCESS = ("is restricted. You must have access to it and be authenticated", "You must be authenticated to access",
                "Cannot access gated repo for url", "Access to model", "401 Client Error: Unauthorized for url",
@@ -1008,6 +1013,15 @@ def hint_for(failure, facts, parser=None):
                 "status.yml prints the group's restart command); restarting one rank alone meets whatever rank 0 is "
                 "running then." % (" (%s)" % parser.dist_init_addr if parser is not None and parser.dist_init_addr
                                    else ""))
+    if kind == "nccl_error" and "gloo/transport/tcp" in msg and any(mk in msg for mk in _GLOO_PEER_LOST):
+        peer = _RE_GLOO_PEER.search(msg)
+        return ("Another rank of this server went away: Gloo's connection to %s closed. SGLang 0.5.9's scheduler "
+                "sends every loop's requests to the other ranks over Gloo, so when one rank dies or is stopped the "
+                "others stop at their next broadcast - this rank's failure is the echo, not the cause. Find that rank's "
+                "own failure - earlier in this log for a rank of this node; on another node in its log (status.yml "
+                "names every rank down, with its last launch's failure) - then restart the ranks together (deploy.yml; "
+                "status.yml prints the command for a multi-node group)." % (
+                    "the rank at %s" % peer.group(1) if peer else "a peer rank"))
     if kind == "nccl_error" and any(mk in msg for mk in _RENDEZVOUS_MARKERS):
         return ("The ranks never met at --dist-init-addr (torch's TCPStore on rank 0): a rank did not start, died "
                 "before joining, cannot reach rank 0's address and port (firewall, route, wrong address), or the port "

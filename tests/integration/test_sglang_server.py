@@ -341,17 +341,29 @@ def test_two_ranks_meet_and_a_rank_other_than_0_is_ready_by_its_health_server_al
 
 @pytest.mark.parametrize("rank0_stops", [True, False], ids=["rank0-stops", "rank0-lives-on"])
 def test_a_rank_restarted_alone_joins_the_old_rank_0_and_is_told_why_it_failed(server, tmp_path, rank0_stops):
-    """Rank 1 restarted alone while rank 0 still runs (what deploy.yml's group stop prevents, and what a
-    `systemctl restart` of one rank does): torch's store on rank 0 serves while that process lives, so the new rank
-    1 joins it and waits for a meeting that is over. When rank 0 then stops, rank 1 fails with torch's lost-store
-    words and is told rank 0 went away; while it lives on, rank 1's store wait times out and is named a meeting
-    that failed."""
+    """Rank 1 restarted alone while rank 0 is busy (what deploy.yml's group stop prevents, and what a `systemctl
+    restart` of one rank does): rank 0's request in flight waits in NCCL for the rank that left, so rank 0 lives on
+    (idle, it would have ended at once), and torch's store there serves while it lives - the new rank 1 joins it and
+    waits for a meeting that is over. When rank 0 then stops, rank 1 fails with torch's lost-store words and is told
+    rank 0 went away; while it lives on, rank 1's store wait times out and is named a meeting that failed."""
     import threading
     rank0, rank1, dist = _two_ranks(server, tmp_path, 600 if rank0_stops else 60)
+    rank0["public_env"] = dict(rank0["public_env"], SGLANG_STANDIN_GEN_MS="2000")
     stop0 = {"name": server["name"], "manager": "process", "state": "stopped", "state_dir": server["state_dir"]}
+
+    def busy():                         # a request rank 0 is answering when rank 1 leaves
+        try:
+            body = json.dumps({"text": "hi", "sampling_params": {"max_new_tokens": 1}}).encode()
+            conn = http.client.HTTPConnection("127.0.0.1", rank0["port"], timeout=60)
+            conn.request("POST", "/generate", body, {"Content-Type": "application/json"})
+            conn.getresponse().read()
+        except OSError:
+            pass                        # rank 0 stopped under it
     try:
         results = _start_together(rank0, rank1)
         assert results["r0"]["status"] == "ready" and results["r1"]["status"] == "ready"
+        threading.Thread(target=busy, daemon=True).start()
+        time.sleep(0.5)
         log1 = os.path.join(rank1["state_dir"], rank1["name"] + ".log")
         begun = open(log1).read().count("Init torch distributed begin.")
         again = threading.Thread(target=lambda: results.__setitem__("again", run_module(M, dict(rank1, state="restarted"))))
@@ -376,6 +388,36 @@ def test_a_rank_restarted_alone_joins_the_old_rank_0_and_is_told_why_it_failed(s
     finally:
         run_module(M, {"name": rank1["name"], "manager": "process", "state": "stopped", "state_dir": rank1["state_dir"]})
         run_module(M, stop0)
+
+
+def test_a_rank_lost_after_start_up_ends_the_other_and_its_failure_names_the_lost_rank(server, tmp_path):
+    """Both ranks serving and idle; rank 1 killed (a crash): rank 0 ends at once, as 0.5.9's scheduler does at its
+    next Gloo broadcast, and its failure is named the echo of another rank's loss, with that rank's address."""
+    import signal
+    rank0, rank1, _dist = _two_ranks(server, tmp_path, 60)
+    try:
+        results = _start_together(rank0, rank1)
+        assert results["r0"]["status"] == "ready" and results["r1"]["status"] == "ready"
+        os.kill(results["r1"]["pid"], signal.SIGKILL)
+        end = time.time() + 20
+        while time.time() < end:
+            try:
+                os.kill(results["r0"]["pid"], 0)
+            except OSError:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("rank 0 still runs 20 s after rank 1 was killed")
+        # what an operator reads (diagnose.yml, status.yml): the last launch of rank 0's log
+        look = run_module("gpuserve.sglang.sglang_log_facts",
+                          {"path": os.path.join(rank0["state_dir"], rank0["name"] + ".log")})
+        f = look["failure"]
+        assert look["outcome"] == "failed" and f["kind"] == "nccl_error" and f["rank"] == "TP0", look
+        assert "Connection closed by peer [127.0.0.1]:" in f["message"], f["message"]
+        assert f["hint"].startswith("Another rank of this server went away: Gloo's connection to the rank at "
+                                    "127.0.0.1 closed."), f["hint"]
+    finally:
+        run_module(M, {"name": rank1["name"], "manager": "process", "state": "stopped", "state_dir": rank1["state_dir"]})
 
 
 def _group_run(server, tmp_path, scenarios):

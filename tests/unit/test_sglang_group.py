@@ -203,9 +203,9 @@ def test_a_rank_down_is_named_with_its_failure_and_the_command_that_restarts_the
     assert v["serving"] is False and v["down"] == ["ct101"] and v["restart"] == RESTART
     assert v["message"] == (
         "group lab NOT serving: ct101 (rank 1) is failed/failed, its last launch failed: kv_pool_oom; ct100 (rank 0) "
-        "still runs but cannot serve without it (SGLang waits on a lost rank until NCCL's watchdog, 10 min, then "
-        "stops). Its ranks meet once, at start-up, so a rank restarted alone waits for peers that never come: restart "
-        "them together with `%s`" % RESTART)
+        "still runs but cannot serve without it (SGLang 0.5.9 waits on a lost rank in NCCL until the watchdog, 10 min, "
+        "when a request was in flight; idle, the others end at once). Its ranks meet once, at start-up, so a rank "
+        "restarted alone waits for peers that never come: restart them together with `%s`" % RESTART)
     both = G.group_status("lab", ["ct100", "ct101"], {"ct100": {"unit": "inactive/dead"}, "ct101": dead}, ["pve1"])
     assert both["down"] == ["ct100", "ct101"]
     assert "ct100 (rank 0) is inactive/dead; ct101 (rank 1) is failed/failed" in both["message"]

@@ -34,6 +34,7 @@ CASES = {
     "rendezvous_store_timeout.log": ("failed", "dist_init", "nccl_error", "TP0"),
     "rendezvous_store_lost.log": ("failed", "dist_init", "nccl_error", "TP1"),
     "rendezvous_store_wait_timeout.log": ("failed", "dist_init", "nccl_error", "TP1"),
+    "rank_lost_after_ready.log": ("failed", "ready", "nccl_error", "TP0"),
     "model_not_found_gated.log": ("failed", "args", "model_not_found", None),
     "model_not_found_path.log": ("failed", "args", "model_not_found", None),
     "tp_mismatch.log": ("failed", "load_weights", "tp_mismatch", "TP2"),
@@ -105,6 +106,25 @@ def test_every_way_torch_words_a_lost_store_gets_that_hint_without_an_address_it
     f = SL.parse_log(text.replace(old, new))["failure"]
     assert f["kind"] == "nccl_error" and f["message"] == "torch.distributed.DistNetworkError: " + new
     assert f["hint"].startswith("This rank had reached rank 0's TCPStore at --dist-init-addr and lost the connection")
+
+
+def test_a_rank_ended_by_another_ranks_loss_after_start_up_is_told_it_is_the_echo_with_the_peer_address():
+    f = SL.parse_log(fixture_text("sglang_logs", "rank_lost_after_ready.log"))["failure"]
+    assert f["message"] == ("RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:538] Connection closed "
+                            "by peer [10.0.3.101]:38142")
+    assert f["hint"].startswith("Another rank of this server went away: Gloo's connection to the rank at 10.0.3.101 "
+                                "closed.") and "the echo, not the cause" in f["hint"]
+    assert "NCCL_P2P_DISABLE" not in f["hint"]
+
+
+@pytest.mark.parametrize("words", ["Read error [10.0.3.101]:38142: Connection reset by peer",
+                                   "writev [10.0.3.101]:38142: Broken pipe",
+                                   "Socket closed [10.0.3.101]:38142"])
+def test_every_gloo_wording_of_a_lost_peer_names_the_peer(words):
+    text = fixture_text("sglang_logs", "rank_lost_after_ready.log")
+    text = text.replace("Connection closed by peer [10.0.3.101]:38142", words)
+    f = SL.parse_log(text)["failure"]
+    assert f["kind"] == "nccl_error" and "the rank at 10.0.3.101 closed" in f["hint"], f
 
 
 def test_a_reset_outside_torch_distributed_is_not_taken_for_a_lost_store():

@@ -46,12 +46,15 @@ Several nodes (``--nnodes`` > 1, ``--node-rank``, ``--dist-init-addr``), as 0.5.
   ``srt/utils/common.py``) on --host/--port, uvicorn at log level warning (so nothing is logged), answering GET
   /ping, /health and /health_generate with 200 always - no API key, no real health - and 404 to anything else; it
   then waits on its schedulers;
-- a rank whose peer is gone after the meeting is not told: the stand-in's rank 0 stops its start-up where it is and
-  waits (the real one waits in a collective until NCCL's watchdog, 10 min), and once up answers /health and
-  /health_generate (one handler in 0.5.9, ``srt/entrypoints/http_server.py``: a 1-token generate unless
-  SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=false) with 503 after SGLANG_HEALTH_CHECK_TIMEOUT (20 s, divided by
-  SGLANG_STANDIN_SPEED) and 0.5.9's "Health check failed. Server couldn't get a response from detokenizer ..." line;
-  a rank other than 0 keeps answering 200. Nothing stops them but a signal, as with the real server.
+- a rank whose peer is gone during start-up is not told: the stand-in stops its start-up where it is and waits (the
+  real one waits in a collective until NCCL's watchdog, 10 min). Once up and idle, it ends at once as 0.5.9 does:
+  its scheduler broadcasts each loop's requests over the Gloo CPU group, so the next broadcast fails with Gloo's
+  "Connection closed by peer [addr]:port" (a RuntimeError), then "Scheduler hit an exception" and the sigquit (see
+  peer_lost_failure) - on every rank, rank 0 or not. With a request in flight it waits instead (NCCL), and rank 0
+  answers /health and /health_generate (one handler in 0.5.9, ``srt/entrypoints/http_server.py``: a 1-token
+  generate unless SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=false) with 503 after SGLANG_HEALTH_CHECK_TIMEOUT (20 s,
+  divided by SGLANG_STANDIN_SPEED) and 0.5.9's "Health check failed. Server couldn't get a response from
+  detokenizer ..." line.
 Scenario: the file <model-path>/standin_scenario, else SGLANG_STANDIN_SCENARIO (default ready_tp1_dense). Nothing here touches a GPU.
 """
 import argparse
@@ -175,6 +178,7 @@ class State(object):
     facts = {}
     in_flight = 0
     peer_lost = False
+    lost_peer = ("0.0.0.0", 0)  # (address, port) of the rank whose connection ended
     speed = 50.0
     heartbeat = 0.0             # the last output the (stand-in) detokenizer gave: when the peer was lost
     lock = threading.Lock()
@@ -285,19 +289,24 @@ def rendezvous(args, state, speed):
         peers = [conn]
 
     def watch_peers():
+        addrs = {}
         for conn in peers:
             conn.settimeout(None)
+            try:
+                addrs[conn] = conn.getpeername()[:2]
+            except OSError:
+                addrs[conn] = ("0.0.0.0", 0)
         while peers:
             for conn in list(peers):
                 try:
                     conn.settimeout(0.2)
                     if conn.recv(1) == b"":
-                        state.heartbeat, state.peer_lost = time.time(), True
+                        state.heartbeat, state.peer_lost, state.lost_peer = time.time(), True, addrs[conn]
                         peers.remove(conn)
                 except socket.timeout:
                     pass
                 except OSError:
-                    state.heartbeat, state.peer_lost = time.time(), True
+                    state.heartbeat, state.peer_lost, state.lost_peer = time.time(), True, addrs[conn]
                     peers.remove(conn)
     threading.Thread(target=watch_peers, daemon=True).start()
     return peers
@@ -321,6 +330,37 @@ def rendezvous_failure(prefix, error):
         "",
         "[%s] Received sigquit from a child process. It usually means the child failed."
         % prefix.split(" TP")[0],
+    ]
+
+
+def peer_lost_failure(prefix, peer):
+    """0.5.9 serving, idle, when another rank of its server is gone: its scheduler's loop broadcasts the received
+    requests to the other ranks over the Gloo CPU group every time round (scheduler.py event_loop_overlap ->
+    recv_requests -> utils/common.py broadcast_pyobj -> torch.distributed.broadcast), so the next broadcast fails at
+    once with Gloo's words (torch 2.9.1's libtorch_cpu.so, gloo/transport/tcp/pair.cc; the line number illustrative)
+    as a RuntimeError; "Scheduler hit an exception" and the sigquit end the server. The frames and their line numbers
+    are the 0.5.9 wheel's and torch 2.9.1's."""
+    site = "/opt/sglang/venv/lib/python3.11/site-packages"
+    return [
+        "[%s] Scheduler hit an exception: Traceback (most recent call last):" % prefix,
+        '  File "%s/sglang/srt/managers/scheduler.py", line 3169, in run_scheduler_process' % site,
+        "    scheduler.event_loop_overlap()",
+        '  File "%s/torch/utils/_contextlib.py", line 120, in decorate_context' % site,
+        "    return func(*args, **kwargs)",
+        '  File "%s/sglang/srt/managers/scheduler.py", line 1148, in event_loop_overlap' % site,
+        "    recv_reqs = self.recv_requests()",
+        '  File "%s/sglang/srt/managers/scheduler.py", line 1301, in recv_requests' % site,
+        "    recv_reqs = broadcast_pyobj(",
+        '  File "%s/sglang/srt/utils/common.py", line 1288, in broadcast_pyobj' % site,
+        "    dist.broadcast(tensor_size, src=src, group=dist_group)",
+        '  File "%s/torch/distributed/c10d_logger.py", line 81, in wrapper' % site,
+        "    return func(*args, **kwargs)",
+        '  File "%s/torch/distributed/distributed_c10d.py", line 2841, in broadcast' % site,
+        "    work.wait()",
+        "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:538] Connection closed by peer [%s]:%d"
+        % peer,
+        "",
+        "[%s] Received sigquit from a child process. It usually means the child failed." % prefix.split(" TP")[0],
     ]
 
 
@@ -406,7 +446,8 @@ def make_handler(state):
         def do_POST(self):  # noqa: N802
             """POST /generate as 0.5.9's http_server answers a non-streaming GenerateReqInput: {"text", "meta_info"}
             (id, finish_reason, prompt/completion tokens, e2e_latency); 503 until the server is up. Each request
-            takes SGLANG_STANDIN_GEN_MS milliseconds (default 20), so requests are in flight for a while."""
+            takes SGLANG_STANDIN_GEN_MS milliseconds (default 20), so requests are in flight for a while; one in
+            flight when another rank of the server is lost never ends (its forward waits in an NCCL collective)."""
             a = state.args
             path = self.path.split("?")[0]
             length = int(self.headers.get("Content-Length") or 0)
@@ -429,6 +470,8 @@ def make_handler(state):
                 state.in_flight += 1
             try:
                 time.sleep(float(os.environ.get("SGLANG_STANDIN_GEN_MS", "20")) / 1000.0)
+                while state.peer_lost:      # a forward needs every rank: with one gone it waits in NCCL, no end
+                    time.sleep(1)
             finally:
                 with state.lock:
                     state.in_flight -= 1
@@ -566,7 +609,16 @@ def main():
     if state.status == "Up":
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         while True:
-            time.sleep(3600)
+            time.sleep(0.1)
+            # another rank gone while nothing is in flight: the next Gloo broadcast ends this one (see
+            # peer_lost_failure); with a request in flight the real one waits in an NCCL collective instead, and its
+            # health check fails after SGLANG_HEALTH_CHECK_TIMEOUT (the /health handler above)
+            if state.peer_lost and state.in_flight == 0:
+                rank = args.node_rank * (args.tp_size * args.pp_size // args.nnodes)
+                for out in peer_lost_failure("%s TP%d" % (time.strftime("%Y-%m-%d %H:%M:%S"), rank), state.lost_peer):
+                    sys.stderr.write(out + "\n")
+                sys.stderr.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
     if "bad_argument" in scenario:
         sys.exit(2)
     if main_process_failure or "Initialization failed" in "\n".join(lines[-6:]):
