@@ -488,13 +488,26 @@ SCHEDULER_READY = object()
 TP0_ONLY = ("Using KV cache dtype", "Capture cuda graph bs", "max_total_num_tokens=")
 
 
+def first_tp_rank(args):
+    """The TP rank of this node's first GPU (its scheduler lines' prefix `TP<r>`): node_rank x GPUs per node."""
+    return args.node_rank * (args.tp_size * args.pp_size // args.nnodes)
+
+
+def die_with(lines):
+    """A scheduler's failure as 0.5.9 logs it, then the end of the server (its sigquit kills the process tree)."""
+    for line in lines:
+        sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def node_lines(lines, args):
     """The recorded start-up as one node of a multi-node server logs it (0.5.9): the scheduler's lines - from
     "Init torch distributed begin." to the max_total_num_tokens line - carry the rank prefix (`[ts TP<r>]`, as with
     TP > 1; r is the node's first TP rank); on a node other than 0, the lines only TP rank 0 prints are left out, and
     where its scheduler would say max_total_num_tokens it reports ready instead (SCHEDULER_READY: 0.5.9's engine.py
     then starts the dummy health server)."""
-    rank = args.node_rank * (args.tp_size * args.pp_size // args.nnodes)
+    rank = first_tp_rank(args)
     out, inside = [], False
     for line in lines:
         if "Init torch distributed begin." in line:
@@ -577,11 +590,7 @@ def main():
             except RendezvousError as exc:
                 gave_up = (prev or time.time()) + (args.dist_timeout or 600)
                 when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(gave_up))
-                rank = args.node_rank * (args.tp_size * args.pp_size // args.nnodes)
-                for out in rendezvous_failure("%s TP%d" % (when, rank), exc):
-                    sys.stderr.write(out + "\n")
-                sys.stderr.flush()
-                os.kill(os.getpid(), signal.SIGKILL)
+                die_with(rendezvous_failure("%s TP%d" % (when, first_tp_rank(args)), exc))
             continue
         if "Started server process" in line and server is None:
             try:
@@ -614,11 +623,8 @@ def main():
             # peer_lost_failure); with a request in flight the real one waits in an NCCL collective instead, and its
             # health check fails after SGLANG_HEALTH_CHECK_TIMEOUT (the /health handler above)
             if state.peer_lost and state.in_flight == 0:
-                rank = args.node_rank * (args.tp_size * args.pp_size // args.nnodes)
-                for out in peer_lost_failure("%s TP%d" % (time.strftime("%Y-%m-%d %H:%M:%S"), rank), state.lost_peer):
-                    sys.stderr.write(out + "\n")
-                sys.stderr.flush()
-                os.kill(os.getpid(), signal.SIGKILL)
+                die_with(peer_lost_failure("%s TP%d" % (time.strftime("%Y-%m-%d %H:%M:%S"), first_tp_rank(args)),
+                                           state.lost_peer))
     if "bad_argument" in scenario:
         sys.exit(2)
     if main_process_failure or "Initialization failed" in "\n".join(lines[-6:]):

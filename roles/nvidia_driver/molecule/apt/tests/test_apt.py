@@ -4,6 +4,10 @@ held there by an apt pin, and follows the host's version."""
 
 import os
 import re
+import sys
+
+sys.path.insert(0, os.path.join(os.environ["GPUSERVE_ROOT"], "tests", "lab", "molecule"))
+from lab_runbook import ansible_playbook, molecule_inventory  # noqa: E402  (shared with the lab's scenarios)
 
 testinfra_hosts = ["ansible://pvehost"]
 NODE = ("nvidia-driver", "nvidia-kernel-dkms", "nvidia-smi", "nvidia-persistenced")
@@ -49,10 +53,6 @@ def test_the_container_has_the_userspace_at_the_host_version_and_no_kernel_modul
 
 def _converge_at(tmp_path, version):
     """The role again with another pin, as an operator changes nvidia_driver_version in the inventory."""
-    import sys
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "..",
-                                    "tests", "lab", "molecule"))
-    from lab_runbook import ansible_playbook, molecule_inventory
     play = tmp_path / ("pin-%s.yml" % version)
     play.write_text(CONVERGE.replace("570.153.02", version))
     return ansible_playbook(["-i", molecule_inventory(), str(play)])

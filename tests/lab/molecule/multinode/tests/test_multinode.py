@@ -68,6 +68,12 @@ def test_two_ranks_serve_as_one_server(host):
         assert "Init torch distributed ends." in log.rsplit("gpuserve launch", 1)[-1]
 
 
+def wait_stopped(host, vmid, timeout=30):
+    """Until the rank's unit in CT ``vmid`` is no longer active (bounded)."""
+    host.run("pct exec %d -- timeout %d sh -c 'while systemctl is-active -q %s; do sleep 0.2; done'"
+             % (vmid, timeout, UNIT))
+
+
 def recap(out, name):
     line = [x for x in out.splitlines() if x.startswith(name + " ")][-1]
     return dict((k, int(v)) for k, v in (kv.split("=") for kv in line.split(":", 1)[1].split()))
@@ -93,7 +99,7 @@ def test_one_rank_down_restarts_both_and_check_mode_says_so(host):
     were rank 1 started while the old rank 0 still runs, it would meet the old rendezvous and die at dist_init (this
     happened in CI, where it is a race the lab's quick stop usually wins); every rank is stopped before any starts."""
     ct(host, 101, "systemctl", "stop", UNIT)
-    host.run("pct exec 100 -- timeout 30 sh -c 'while systemctl is-active -q %s; do sleep 0.2; done'" % UNIT)
+    wait_stopped(host, 100)
     assert main_pid(host, 100) == 0 and main_pid(host, 101) == 0
     log0 = ct(host, 100, "cat", "/var/log/sglang/llama.log").rsplit("gpuserve launch", 1)[-1]
     assert re.search(r"Connection closed by peer \[10\.0\.3\.\d+\]:\d+", log0), log0[-2000:]
@@ -194,7 +200,7 @@ def test_status_reads_the_group_as_a_whole_and_names_a_rank_lost_after_start_up(
     assert diag.stdout.count("no failure in the last launch") == 2
     ct(host, 101, "systemctl", "kill", "-s", "KILL", UNIT)
     for vmid in (101, 100):
-        host.run("pct exec %d -- timeout 30 sh -c 'while systemctl is-active -q %s; do sleep 0.2; done'" % (vmid, UNIT))
+        wait_stopped(host, vmid)
     bad = ansible_playbook(inventories() + [os.path.join(ROOT, "playbooks", "status.yml")],
                            ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     out = bad.stdout
