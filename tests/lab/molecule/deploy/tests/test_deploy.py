@@ -4,7 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))   # tests/lab/molecule
-from lab_http import KEY, PROBE  # noqa: E402  (shared with the other lab scenarios)
+from lab_http import KEY, PROBE, ROUTER, ROUTER_SEND  # noqa: E402  (shared with the other lab scenarios)
 
 testinfra_hosts = ["ansible://pvehost"]
 
@@ -81,15 +81,6 @@ def test_the_unit_runs_exactly_the_argv_the_module_built(host):
     assert not any("lab-api-key" in a for a in unit_argv)   # the key is in the --config file, not in argv
 
 
-ROUTER = ("import json, sys, urllib.request, urllib.error\n"
-          "h = {'Authorization': 'Bearer ' + sys.argv[2]} if len(sys.argv) > 2 else {}\n"
-          "try:\n"
-          "    r = urllib.request.urlopen(urllib.request.Request('http://127.0.0.1:30080' + sys.argv[1], headers=h), timeout=10)\n"
-          "    print(r.status, r.read().decode())\n"
-          "except urllib.error.HTTPError as e:\n"
-          "    print(e.code)\n")
-
-
 def test_the_router_fronts_both_replicas_with_the_replicas_key(host):
     """deploy.yml's play 4: the router (sglang-router 0.3.2) in front of the inventory's two replicas (CT 100 on
     loopback, CT 101 over the lab bridge), its one key the replicas', a keyless request refused."""
@@ -127,15 +118,7 @@ def test_requests_through_the_router_reach_both_replicas(host):
     asserts that both replicas answer under load)."""
     before = [int(ct(host, "sh", "-c", "grep -c '\"POST /generate' /var/log/sglang/llama.log || true", vmid=v))
               for v in (100, 101)]
-    # prompts that differ from their first character: no shared prefix for cache_aware to follow, so the router
-    # sends each to the replica with the smaller tree
-    send = ("import hashlib, json, sys, urllib.request\nok = 0\nfor i in range(40):\n"
-            "    text = hashlib.sha256(str(i).encode()).hexdigest() + ' tell me something'\n"
-            "    body = json.dumps({'text': text, 'sampling_params': {'max_new_tokens': 4}})\n"
-            "    r = urllib.request.Request('http://127.0.0.1:30080/generate', data=body.encode(), headers={"
-            "'Authorization': 'Bearer ' + sys.argv[1], 'Content-Type': 'application/json'})\n"
-            "    ok += urllib.request.urlopen(r, timeout=30).status == 200\nprint(ok)\n")
-    assert ct(host, "python3", "-c", send, KEY) == "40"
+    assert ct(host, "python3", "-c", ROUTER_SEND, KEY, "40") == "40"
     after = [int(ct(host, "sh", "-c", "grep -c '\"POST /generate' /var/log/sglang/llama.log || true", vmid=v))
              for v in (100, 101)]
     served = [a - b for a, b in zip(after, before)]

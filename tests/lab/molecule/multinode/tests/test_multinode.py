@@ -1,15 +1,17 @@
 """One SGLang server across CT 100 (rank 0) and CT 101 (rank 1), by deploy.yml on the lab: both ranks up as one
 server, then what must stop a group before or at launch - a blocked rendezvous, a rank on another model revision,
 a rank failing at start-up - each named with the rank and its facts, nothing left running alone. And restart.yml
-refusing a rank alone: the command it prints, run as printed, restarts the group."""
+refusing a rank alone: the command it prints, run as printed, restarts the group. The router in CT 100 (deploy.yml's
+play 4) routes to rank 0 alone, also after the group's restart."""
 import json
 import os
 import re
 import shlex
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))   # tests/lab/molecule
-from lab_http import KEY, PROBE  # noqa: E402  (shared with the other lab scenarios)
+from lab_http import KEY, PROBE, ROUTER, ROUTER_SEND  # noqa: E402  (shared with the other lab scenarios)
 from lab_runbook import ansible_playbook, molecule_inventory  # noqa: E402
 
 testinfra_hosts = ["ansible://pvehost"]
@@ -17,6 +19,7 @@ testinfra_hosts = ["ansible://pvehost"]
 ROOT = os.environ["GPUSERVE_ROOT"]
 MODEL = "/srv/models/Llama-3.1-8B-Instruct"
 UNIT = "sglang-llama.service"
+RANK1 = PROBE.replace("http://127.0.0.1:30000", "http://10.0.3.101:30000")   # rank 1 binds its bridge address
 
 
 def ct(host, vmid, *argv):
@@ -60,12 +63,37 @@ def test_two_ranks_serve_as_one_server(host):
     assert ct(host, 100, "python3", "-c", PROBE, "/health_generate") == "200"
     assert ct(host, 100, "python3", "-c", PROBE, "/v1/models") == "401"
     assert ct(host, 100, "python3", "-c", PROBE, "/v1/models", KEY) == "200"
-    assert ct(host, 101, "python3", "-c", PROBE, "/health") == "200"
-    assert ct(host, 101, "python3", "-c", PROBE, "/v1/models", KEY) == "404"
+    assert ct(host, 101, "python3", "-c", RANK1, "/health") == "200"
+    assert ct(host, 100, "python3", "-c", RANK1, "/health") == "200"                # reachable from the router's CT
+    assert ct(host, 101, "python3", "-c", RANK1, "/v1/models", KEY) == "404"
     # the ranks met: rank 1 reached rank 0's store (its connection is open) and both passed the meeting
     for vmid in (100, 101):
         log = ct(host, vmid, "cat", "/var/log/sglang/llama.log")
         assert "Init torch distributed ends." in log.rsplit("gpuserve launch", 1)[-1]
+
+
+def router_workers(host):
+    """The router's workers as [(url, is_healthy)], from its /workers API (with the key)."""
+    status, body = ct(host, 100, "python3", "-c", ROUTER, "/workers", KEY).split(" ", 1)
+    assert status == "200", status
+    return sorted((w["url"], w["is_healthy"]) for w in json.loads(body)["workers"])
+
+
+def generate_count(host, vmid):
+    return int(ct(host, vmid, "sh", "-c", "grep -c '\"POST /generate' /var/log/sglang/llama.log || true"))
+
+
+def test_the_router_in_front_of_the_group_routes_to_rank_0_alone(host):
+    """deploy.yml's play 4 with a multi-node server behind it: the router's one worker is rank 0 - rank 1 has a URL
+    and its health server answers /health 200 (0.5.9), so a router counting it would send it requests that 0.5.9
+    answers 404 - and every request through the router is answered by the group (rank 0's log counts them)."""
+    assert ct(host, 100, "systemctl", "is-active", "sglang-router-router.service") == "active"
+    assert router_workers(host) == [("http://127.0.0.1:30000", True)]
+    assert ct(host, 100, "python3", "-c", ROUTER, "/workers") == "401"          # the replicas' key locks it
+    before = generate_count(host, 100)
+    assert ct(host, 100, "python3", "-c", ROUTER_SEND, KEY, "8") == "8"
+    assert generate_count(host, 100) - before == 8
+    assert generate_count(host, 101) == 0                                       # rank 1 serves no API
 
 
 def wait_stopped(host, vmid, timeout=30):
@@ -237,3 +265,9 @@ def test_restart_yml_refuses_a_rank_alone_and_the_command_it_prints_restarts_the
     for vmid in (100, 101):
         log = ct(host, vmid, "cat", "/var/log/sglang/llama.log")
         assert "Init torch distributed ends." in log.rsplit("gpuserve launch", 1)[-1]
+    # the router (not in the command's tags) took the restarted rank 0 back at its next health check (2 s here)
+    deadline = time.time() + 30
+    while router_workers(host) != [("http://127.0.0.1:30000", True)] and time.time() < deadline:
+        time.sleep(0.5)
+    assert router_workers(host) == [("http://127.0.0.1:30000", True)]
+    assert ct(host, 100, "python3", "-c", ROUTER_SEND, KEY, "4") == "4"
