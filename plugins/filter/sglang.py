@@ -197,11 +197,11 @@ def pve_vmid_problem(value, name="vmid"):
     return _mu("pve_conf").vmid_problem(value, name)
 
 
-def lxc_passthrough_check(nv, gpus, uvm, mode, host, proc_devices):
-    """Role lxc_gpu_passthrough's preflight: the nodes to pass and the first reason it cannot
-    (module_utils.pve_conf.passthrough_check)."""
+def lxc_passthrough_check(nv, gpus, uvm, mode, host, proc_devices, vmid=None):
+    """Role lxc_gpu_passthrough's preflight: the nodes to pass, the command that opens them inside CT ``vmid``, and
+    the first reason it cannot (module_utils.pve_conf.passthrough_check)."""
     return _mu("pve_conf").passthrough_check(dict(nv or {}), list(gpus or []), bool(uvm), str(mode), str(host),
-                                             str(proc_devices))
+                                             str(proc_devices), vmid=vmid)
 
 
 def lxc_passthrough_access(opened, nodes):

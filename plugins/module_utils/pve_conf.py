@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import fcntl
 import itertools
 import os
 import re
@@ -46,6 +47,62 @@ def vmid_problem(value, name="vmid"):
         return "%s=%s must be a Proxmox CT id, 100-999999999" % (
             name, "(unset)" if value is None or text == "" else text)
     return ""
+
+
+# Proxmox's guest lock, the `lock:` option of a CT config (values: the PVE API schema's `lock` enum). pve-container
+# changes nothing in a locked CT: PVE::AbstractConfig::check_lock dies "CT is locked (<lock>)" in pct set, start,
+# stop, shutdown and the API's config update. What each lock means, for the operator:
+LOCK_MEANING = {
+    "backup": "a backup (vzdump) of it is running",
+    "create": "it is being created or restored",
+    "destroyed": "it is being destroyed",
+    "disk": "a disk of it is being moved or resized",
+    "fstrim": "pct fstrim is running on it",
+    "migrate": "it is being migrated to another node",
+    "mounted": "its volumes are mounted on the node (pct mount)",
+    "rollback": "it is being rolled back to a snapshot",
+    "snapshot": "a snapshot of it is being taken",
+    "snapshot-delete": "a snapshot of it is being deleted",
+}
+# Proxmox's lock on a CT's config file while it is read and written (PVE::LXC::Config->config_file_lock; taken with
+# flock(2) by PVE::Tools::lock_file_full, which waits 10 s by default)
+CONFIG_LOCK_DIR = "/run/lock/lxc"
+
+
+def locked_problem(vmid, lock, path):
+    """Why a config with ``lock: <lock>`` is not changed, and what to do: '' when ``lock`` is empty."""
+    if not lock:
+        return ""
+    undo = "pct unmount %s" % vmid if lock == "mounted" else "pct unlock %s" % vmid
+    meaning = LOCK_MEANING.get(lock, "a Proxmox operation holds it")
+    return ("CT %s is locked (%s) in %s: %s, and Proxmox changes nothing in a locked CT (pct set and start say 'CT "
+            "is locked (%s)'). Run again when that has ended; if nothing runs (a job that failed left the lock), "
+            "`%s` first. Nothing was changed." % (vmid, lock, path, meaning, lock, undo))
+
+
+def take_config_lock(vmid, lock_dir=CONFIG_LOCK_DIR, timeout=10.0, clock=time.monotonic, sleep=time.sleep):
+    """Proxmox's own lock on CT ``vmid``'s config: flock(2) on <lock_dir>/pve-config-<vmid>.lock, as pct set, the API
+    and vzdump take it, so a write here never interleaves with theirs. Waits up to ``timeout`` seconds; returns the
+    open descriptor (closing it releases the lock) or raises PveConfError in Proxmox's words."""
+    if not os.path.isdir(lock_dir):
+        os.makedirs(lock_dir, 0o755)
+    path = os.path.join(lock_dir, "pve-config-%s.lock" % int(vmid))
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    deadline = clock() + max(0.0, float(timeout))
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except (IOError, OSError) as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                os.close(fd)
+                raise
+        if clock() >= deadline:
+            os.close(fd)
+            raise PveConfError("can't lock file '%s' - got timeout: a Proxmox operation on CT %s (pct set, the "
+                               "API, a backup) has held its config for %ss. Run again when it has ended; nothing was "
+                               "changed" % (path, vmid, timeout))
+        sleep(0.1)
 
 
 def split_sections(text):
@@ -292,14 +349,24 @@ def line_owner(majors, owned_mounts):
 _GPU_NODE = re.compile(r"^/dev/nvidia[0-9]+$")
 
 
-def passthrough_check(nv, gpus, uvm, mode, host, proc_devices, gpus_name="lxc_gpu_passthrough_gpus"):
+def open_nodes_argv(vmid, nodes, pct="pct"):
+    """The one command that opens every passed node inside CT ``vmid``: ``head -q -c 0`` opens each file read-only
+    (as dd if= does) and reads nothing; a node it cannot open is named on stderr ("head: cannot open
+    '/dev/nvidia0' for reading: Operation not permitted"), the others are still tried, and rc is 1. Its rc and
+    stderr are what passthrough_access reads."""
+    return [pct, "exec", str(vmid), "--", "head", "-q", "-c", "0", "--"] + list(nodes)
+
+
+def passthrough_check(nv, gpus, uvm, mode, host, proc_devices, gpus_name="lxc_gpu_passthrough_gpus", vmid=None):
     """What role lxc_gpu_passthrough passes into a CT, and the first reason it cannot, from the node's NVIDIA read
     (nvidia_gpu_facts: ``device_nodes`` [{path, major, ...}], ``device_majors`` {name: major}, ``state``,
     ``message``). ``gpus``: the GPU numbers asked for (empty: every one found); ``uvm``: pass nvidia-uvm too;
-    ``mode``: passthrough mode (``raw`` needs the majors); ``host``/``proc_devices``: named in the reasons.
+    ``mode``: passthrough mode (``raw`` needs the majors); ``host``/``proc_devices``: named in the reasons;
+    ``vmid``: the CT, for open_argv.
 
     Returns found (GPU numbers with a node), paths (every node read), nodes (the nodes to pass, GPUs in order, then
-    the control and UVM nodes) and problem: '' or the reason, checked in this order - a requested GPU without a node,
+    the control and UVM nodes), open_argv (open_nodes_argv of those nodes in CT ``vmid``; [] without a vmid) and
+    problem: '' or the reason, checked in this order - a requested GPU without a node,
     the control or UVM node missing, no majors for raw lines, stale nodes whose major is not the loaded driver's."""
     read = list(nv.get("device_nodes") or [])
     majors = nv.get("device_majors") or {}
@@ -328,7 +395,8 @@ def passthrough_check(nv, gpus, uvm, mode, host, proc_devices, gpus_name="lxc_gp
             problem = ("stale device node(s) %s: their major differs from %s (%s), as after a driver or kernel update "
                        "changed the dynamic nvidia-uvm major. Remove them and recreate with `nvidia-modprobe -u -c=0` "
                        "(or reboot)." % (stale, proc_devices, majors))
-    return dict(found=found, paths=paths, nodes=nodes, problem=problem)
+    return dict(found=found, paths=paths, nodes=nodes, problem=problem,
+                open_argv=open_nodes_argv(vmid, nodes) if vmid is not None else [])
 
 
 def passthrough_access(opened, nodes):

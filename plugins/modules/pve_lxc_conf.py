@@ -22,6 +22,10 @@ description:
   - Writes the file in place (pmxcfs refuses the chmod/rename of Ansible's atomic copy), after a backup
     outside C(/etc/pve).
   - A C(devN) whose device node does not exist on the node is refused, as Proxmox refuses it.
+  - A change to a CT whose config carries Proxmox's guest lock (its C(lock) option - C(backup), C(migrate),
+    C(snapshot), ...) is refused with what the lock means and how to clear it, in check mode too - Proxmox itself
+    changes nothing in a locked CT. A config already as asked is no change, locked or not.
+  - A write refused by C(/etc/pve) (read-only while the node has no quorum) fails naming that, the config unchanged.
   - Changes take effect when the container starts; the result says whether a restart is needed.
 author:
   - gpuserve.sglang contributors (@gpuserve)
@@ -116,6 +120,19 @@ options:
     elements: path
     default: []
     version_added: 0.7.0
+  lock_dir:
+    description:
+      - Where Proxmox keeps its config locks. The file is read, compared and written holding
+        C(<lock_dir>/pve-config-<vmid>.lock) (flock), the lock C(pct set), the API and C(vzdump) take, so a
+        write here never interleaves with theirs. Not taken in check mode.
+    type: path
+    default: /run/lock/lxc
+    version_added: 0.7.0
+  lock_timeout:
+    description: Seconds to wait for that lock (Proxmox's own default), then fail naming it, with nothing changed.
+    type: int
+    default: 10
+    version_added: 0.7.0
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 attributes:
@@ -175,6 +192,11 @@ backup_file:
   description: Copy of the previous file, when a change was written.
   returned: changed and not check mode
   type: str
+lock:
+  description: The CT's Proxmox guest lock that refused the change.
+  returned: failed on a locked CT
+  type: str
+  sample: backup
 devices:
   description: The C(devN) entries this module owns after the change, as C({index, value}).
   returned: always
@@ -192,8 +214,25 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import (
-    PveConfError, backup_config, line_owner, parse, plan_devices, raw_device_lines, set_options, set_raw_lines,
+    CONFIG_LOCK_DIR, PveConfError, backup_config, line_owner, locked_problem, open_nodes_argv, parse, plan_devices,
+    raw_device_lines, set_options, set_raw_lines, take_config_lock,
 )
+
+
+def _write(module, p, path, after, result):
+    """The backup, then the file rewritten in place (pmxcfs refuses the chmod and rename of an atomic copy)."""
+    if not os.path.isdir(p["backup_dir"]):
+        os.makedirs(p["backup_dir"], 0o700)
+    result["backup_file"] = backup_config(path, p["backup_dir"], p["vmid"], p["backup_keep"])
+    try:
+        with open(path, "r+") as fh:
+            fh.write(after)
+            fh.truncate()
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="cannot write %s: %s. /etc/pve is read-only while this node is not part of a quorate "
+                             "cluster (`pvecm status`; pmxcfs answers 'Permission denied'); bring the cluster back "
+                             "to quorum and run again. The config is unchanged (a copy is in %s)."
+                             % (path, exc.strerror or exc, result["backup_file"]), **result)
 
 
 def _rdev(path):
@@ -223,6 +262,8 @@ def main():
             backup_keep=dict(type="int", default=10),
             status=dict(type="bool", default=False),
             open_if_unchanged=dict(type="list", elements="path", default=[]),
+            lock_dir=dict(type="path", default=CONFIG_LOCK_DIR),
+            lock_timeout=dict(type="int", default=10),
         ),
         supports_check_mode=True,
     )
@@ -272,33 +313,41 @@ def main():
             module.fail_json(msg="raw: %s: %s is not a line this module owns (see owned_majors/owned_mounts), so a "
                                  "second run could not find it" % (key, value), **result)
 
-    with open(path) as fh:
-        before = fh.read()
+    # read, compared and written under Proxmox's own lock on the file (not in check mode, which writes nothing)
+    held = None
     try:
-        opts = parse(before)
-        devn = p["devices"] if p["passthrough"] == "devn" else []
-        changes, deletes, final = plan_devices(opts, devn, p["owned_paths"])
-        after = set_options(before, changes, deletes)
-        after = set_raw_lines(after, raw, owns)
-    except PveConfError as exc:
-        module.fail_json(msg="%s: %s" % (path, exc), **result)
-    result["devices"] = final
-    if after != before:
-        result.update(changed=True, restart_needed=True)
-        if module._diff:
-            result["diff"] = {"before": before, "after": after, "before_header": path, "after_header": path}
         if not module.check_mode:
-            if not os.path.isdir(p["backup_dir"]):
-                os.makedirs(p["backup_dir"], 0o700)
-            result["backup_file"] = backup_config(path, p["backup_dir"], p["vmid"], p["backup_keep"])
-            with open(path, "r+") as fh:   # in place: pmxcfs refuses chmod and rename
-                fh.write(after)
-                fh.truncate()
-    elif p["open_if_unchanged"] and result.get("status") == "running":
+            try:
+                held = take_config_lock(p["vmid"], p["lock_dir"], p["lock_timeout"])
+            except PveConfError as exc:
+                module.fail_json(msg=str(exc), **result)
+        with open(path) as fh:
+            before = fh.read()
+        try:
+            opts = parse(before)
+            devn = p["devices"] if p["passthrough"] == "devn" else []
+            changes, deletes, final = plan_devices(opts, devn, p["owned_paths"])
+            after = set_options(before, changes, deletes)
+            after = set_raw_lines(after, raw, owns)
+        except PveConfError as exc:
+            module.fail_json(msg="%s: %s" % (path, exc), **result)
+        result["devices"] = final
+        if after != before:
+            # a locked CT (a backup, a migration...) is changed by nothing in Proxmox; check mode says so too
+            if opts.get("lock"):
+                module.fail_json(msg=locked_problem(p["vmid"], opts["lock"], path), lock=opts["lock"], **result)
+            result.update(changed=True, restart_needed=True)
+            if module._diff:
+                result["diff"] = {"before": before, "after": after, "before_header": path, "after_header": path}
+            if not module.check_mode:
+                _write(module, p, path, after, result)
+    finally:
+        if held is not None:
+            os.close(held)
+    if after == before and p["open_if_unchanged"] and result.get("status") == "running":
         # the devices in the config are the ones the running CT started with only if the config did not change
-        argv = [module.get_bin_path("pct", required=True), "exec", str(p["vmid"]), "--", "head", "-q", "-c", "0",
-                "--"] + p["open_if_unchanged"]
-        rc, _out, err = module.run_command(argv)
+        rc, _out, err = module.run_command(open_nodes_argv(p["vmid"], p["open_if_unchanged"],
+                                                           pct=module.get_bin_path("pct", required=True)))
         if rc not in (0, 1):
             module.fail_json(msg="pct exec %d (opening the passed nodes): rc %d: %s" % (p["vmid"], rc, err.strip()),
                              **result)

@@ -26,9 +26,10 @@ def ansible_env(**extra):
                 ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER=sys.executable, **extra)
 
 
-def run_module(module, args, check=False, extra=(), env=None):
+def run_module(module, args, check=False, extra=(), env=None, prefix=()):
+    """The module on localhost through `ansible` (run under the argv ``prefix``, e.g. unshare), its result."""
     env = ansible_env(ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", **(env or {}))
-    cmd = [os.path.join(VENV_BIN, "ansible"), "localhost", "-m", module, "-a", json.dumps(args)]
+    cmd = list(prefix) + [os.path.join(VENV_BIN, "ansible"), "localhost", "-m", module, "-a", json.dumps(args)]
     if check:
         cmd.append("--check")
     cmd.extend(extra)

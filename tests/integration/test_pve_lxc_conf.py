@@ -1,6 +1,9 @@
 """pve_lxc_conf through Ansible on real files and real device nodes (mknod in a temp dir)."""
 import os
+import signal
 import stat
+import subprocess
+import time
 
 import pytest
 
@@ -21,12 +24,12 @@ def node(tmp_path):
     conf_dir.mkdir()
     (conf_dir / "129.conf").write_text(CT129)
     return {"dev": str(dev), "conf_dir": str(conf_dir), "conf": conf_dir / "129.conf",
-            "backup_dir": str(tmp_path / "backups")}
+            "backup_dir": str(tmp_path / "backups"), "lock_dir": str(tmp_path / "lock")}
 
 
 def args(node, **kw):
     base = {"vmid": 129, "conf_dir": node["conf_dir"], "backup_dir": node["backup_dir"], "owned_paths": "nvidia",
-            "owned_mounts": "nvidia"}
+            "owned_mounts": "nvidia", "lock_dir": node["lock_dir"]}
     base.update(kw)
     return base
 
@@ -176,3 +179,86 @@ def test_open_if_unchanged_opens_the_nodes_in_the_same_call_only_when_nothing_ch
     bad = run_module(M, dict(want, status=False), env=pct_running(tmp_path / "d"))
     assert bad["failed"] is True and bad["msg"].startswith("open_if_unchanged needs status=true")
     assert not (tmp_path / "d" / "pct.argv").exists()
+
+
+def locked(text, lock):
+    """The config with Proxmox's guest lock in its main section, where pct and vzdump write it."""
+    main, sep, rest = text.partition("\n[")
+    return main.rstrip("\n") + "\nlock: %s\n" % lock + ("\n[" + rest if sep else "")
+
+
+@pytest.mark.parametrize("lock, undo", [("backup", "pct unlock 129"), ("mounted", "pct unmount 129")])
+def test_a_locked_ct_is_not_changed_in_check_mode_either_and_its_lock_is_named(node, lock, undo):
+    """pve-container changes nothing in a locked CT (PVE::AbstractConfig::check_lock: 'CT is locked (backup)');
+    neither does this module: the lock, what it means and how to clear it, the file untouched, no backup."""
+    node["conf"].write_text(locked(CT129, lock))
+    before = node["conf"].read_text()
+    want = args(node, devices=devs(node, "nvidia0", "nvidiactl", mode="0666"))
+    for check in (True, False):
+        r = run_module(M, want, check=check)
+        assert r["failed"] is True and r["lock"] == lock, r
+        assert r["msg"].startswith("CT 129 is locked (%s) in %s/129.conf: " % (lock, node["conf_dir"])), r["msg"]
+        assert "`%s` first. Nothing was changed." % undo in r["msg"]
+        assert node["conf"].read_text() == before and not os.path.exists(node["backup_dir"])
+    # a config already as asked is no change, locked or not: a re-run during a nightly backup passes
+    node["conf"].write_text(CT129)
+    assert run_module(M, want)["changed"] is True
+    node["conf"].write_text(locked(node["conf"].read_text(), lock))
+    again = run_module(M, want)
+    assert again["changed"] is False and "failed" not in again, again.get("msg")
+
+
+def hold_lock(node, secs):
+    """Proxmox's config lock of CT 129 held by another process, as pct set or vzdump holds it: flock(1) takes the
+    same flock(2) lock PVE::Tools::lock_file_full takes. Returns the holder once it has the lock."""
+    os.makedirs(node["lock_dir"], exist_ok=True)
+    path = os.path.join(node["lock_dir"], "pve-config-129.lock")
+    holder = subprocess.Popen(["flock", "-x", path, "sh", "-c", "echo held; exec sleep %s" % secs],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_the_write_waits_for_proxmoxs_config_lock_and_gives_up_naming_it(node):
+    want = args(node, devices=devs(node, "nvidia0", "nvidiactl", mode="0666"), lock_timeout=1)
+    holder = hold_lock(node, 30)
+    try:
+        r = run_module(M, want)
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)   # flock and the command holding its lock
+        holder.wait()
+    assert r["failed"] is True, r
+    assert r["msg"].startswith("can't lock file '%s/pve-config-129.lock' - got timeout: a Proxmox operation on CT "
+                               "129" % node["lock_dir"]), r["msg"]
+    assert node["conf"].read_text() == CT129 and not os.path.exists(node["backup_dir"])
+    # held for a moment (a pct set): the module waits for it, then writes
+    holder = hold_lock(node, 2)
+    t0 = time.time()
+    try:
+        r = run_module(M, dict(want, lock_timeout=20))
+    finally:
+        holder.wait()
+    assert r["changed"] is True, r.get("msg")
+    assert time.time() - t0 >= 1.5 and "dev0: " in node["conf"].read_text()
+    # check mode reads only: it takes no lock, so a held one does not stop it
+    holder = hold_lock(node, 30)
+    try:
+        look = run_module(M, dict(want, devices=devs(node, "nvidia1", mode="0666")), check=True)
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)   # flock and the command holding its lock
+        holder.wait()
+    assert look["changed"] is True and "failed" not in look, look.get("msg")
+
+
+def test_a_write_the_file_system_refuses_is_named_with_the_quorum_hint_and_the_config_unchanged(node):
+    """/etc/pve (pmxcfs) is read-only while the node has no quorum: its writes fail ('Permission denied'). Here the
+    config's directory is a read-only bind mount in a mount namespace of the module's own (EROFS): the message
+    does not depend on which errno it is."""
+    want = args(node, devices=devs(node, "nvidia0", "nvidiactl", mode="0666"))
+    wrap = ["unshare", "-m", "sh", "-c", 'mount --bind -o ro "$0" "$0" && exec "$@"', node["conf_dir"]]
+    r = run_module(M, want, prefix=wrap)
+    assert r["failed"] is True, r
+    assert r["msg"].startswith("cannot write %s/129.conf: Read-only file system. /etc/pve is read-only while this "
+                               "node is not part of a quorate cluster (`pvecm status`" % node["conf_dir"]), r["msg"]
+    assert "The config is unchanged (a copy is in %s/129.conf." % node["backup_dir"] in r["msg"]
+    assert node["conf"].read_text() == CT129

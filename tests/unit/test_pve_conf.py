@@ -1,5 +1,6 @@
 """pve_conf: Proxmox CT config edits that keep every operator line and never touch snapshots."""
 import os
+import signal
 import re
 
 import pytest
@@ -178,9 +179,12 @@ def node_read(**over):
 def test_passthrough_check_passes_the_asked_gpus_then_control_then_uvm():
     got = PC.passthrough_check(node_read(), [1], True, "raw", "pve1", "/proc/devices")
     passed = ["/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
-    assert got == {"found": [0, 1], "problem": "", "nodes": passed,
+    assert got == {"found": [0, 1], "problem": "", "nodes": passed, "open_argv": [],
                    "paths": ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
                              "/dev/nvidiactl"]}
+    # with the CT: the one command that opens them there (the role's after-change task runs it)
+    assert PC.passthrough_check(node_read(), [1], True, "raw", "pve1", "/proc/devices", vmid=129)["open_argv"] == [
+        "pct", "exec", "129", "--", "head", "-q", "-c", "0", "--"] + passed
     # no GPUs asked: every one found; no UVM
     assert PC.passthrough_check(node_read(), [], False, "dev", "pve1", "/proc/devices")["nodes"] == [
         "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"]
@@ -208,6 +212,23 @@ def test_passthrough_check_names_the_first_problem_in_order():
         "({'nvidia-frontend': 195, 'nvidia-uvm': 510})")
 
 
+def test_the_open_command_run_for_real_is_read_by_passthrough_access(tmp_path):
+    """open_nodes_argv's command after `pct exec <vmid> --`, run here on real files (coreutils head): one that
+    opens, one missing, one under a file (ENOTDIR); passthrough_access reads what head said about each, and the
+    rest is tried after a failure."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    ok = tmp_path / "nvidiactl"
+    ok.write_bytes(b"x" * 100)
+    gone, under_file = str(tmp_path / "nvidia0"), str(ok / "nvidia1")
+    argv = PC.open_nodes_argv(100, [gone, under_file, str(ok)], pct="/usr/sbin/pct")
+    assert argv[:5] == ["/usr/sbin/pct", "exec", "100", "--", "head"]
+    p = subprocess.run(argv[4:], capture_output=True, text=True, check=False)
+    assert p.returncode == 1 and p.stdout == ""                                  # reads nothing
+    got = PC.passthrough_access({"rc": p.returncode, "stderr": p.stderr, "stderr_lines": p.stderr.splitlines()},
+                                [gone, under_file, str(ok)])
+    assert [n["access"] for n in got] == ["missing", "error", "open"], got
+
+
 def test_passthrough_access_classifies_each_node_by_what_head_said():
     nodes = ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm"]
     err = ["head: cannot open '/dev/nvidia0' for reading: No such device or address",
@@ -224,3 +245,54 @@ def test_passthrough_access_classifies_each_node_by_what_head_said():
     assert failed == [{"path": "/dev/nvidia0", "access": "error", "message": "rc 255: CT 100 not running"}]
     # nothing run (a skipped task): nothing classified
     assert PC.passthrough_access({"skipped": True}, nodes) == [] and PC.passthrough_access({}, nodes) == []
+
+
+def test_every_lock_of_the_pve_schema_has_a_meaning_and_the_message_says_how_to_clear_it():
+    """The `lock` enum of the real PVE 9 API schema (tests/fixtures/pve_api, the CT's config and status paths): each
+    value is explained; `mounted` is cleared by pct unmount, the rest by pct unlock."""
+    import json  # pylint: disable=import-outside-toplevel
+    with open(os.path.join(os.path.dirname(__file__), "..", "fixtures", "pve_api", "pve9-lxc.json")) as fh:
+        schema = json.dumps(json.load(fh)["paths"])
+    enums = set(re.findall(r'"lock": \{[^}]*?"enum": (\[[^\]]*\])', schema))
+    assert len(enums) == 1
+    assert sorted(PC.LOCK_MEANING) == json.loads(enums.pop())
+    msg = PC.locked_problem(129, "backup", "/etc/pve/lxc/129.conf")
+    assert msg == ("CT 129 is locked (backup) in /etc/pve/lxc/129.conf: a backup (vzdump) of it is running, and "
+                   "Proxmox changes nothing in a locked CT (pct set and start say 'CT is locked (backup)'). Run again "
+                   "when that has ended; if nothing runs (a job that failed left the lock), `pct unlock 129` first. "
+                   "Nothing was changed.")
+    assert "`pct unmount 129` first" in PC.locked_problem(129, "mounted", "/x")
+    assert "a Proxmox operation holds it" in PC.locked_problem(129, "suspended", "/x")     # a lock a later PVE adds
+    assert PC.locked_problem(129, "", "/x") == "" and PC.parse("lock: migrate\n")["lock"] == "migrate"
+    # a lock in a snapshot section is that snapshot's, not the CT's
+    assert "lock" not in PC.parse("arch: amd64\n\n[snap1]\nlock: snapshot\n")
+
+
+def test_proxmoxs_config_lock_is_a_real_flock_that_waits_then_names_the_file(tmp_path):
+    """take_config_lock against another process holding the same flock(2) lock (util-linux flock, as Perl's
+    flock in PVE::Tools::lock_file_full): refused after the timeout with Proxmox's words; taken once released; the
+    lock directory made when missing (a node where no pct ran since boot)."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    lock_dir = str(tmp_path / "run" / "lock" / "lxc")
+    fd = PC.take_config_lock(129, lock_dir, timeout=0)
+    os.close(fd)
+    path = os.path.join(lock_dir, "pve-config-129.lock")
+    holder = subprocess.Popen(["flock", "-x", path, "sh", "-c", "echo held; exec sleep 30"], stdout=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(PC.PveConfError) as err:
+            PC.take_config_lock(129, lock_dir, timeout=0.3)
+        assert str(err.value).startswith("can't lock file '%s' - got timeout" % path)
+        other = PC.take_config_lock(130, lock_dir, timeout=0)          # another CT's lock is another file
+        os.close(other)
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)   # flock and the command holding its lock
+        holder.wait()
+    fd = PC.take_config_lock(129, lock_dir, timeout=1)
+    try:
+        probe = subprocess.run(["flock", "-n", "-x", path, "true"], check=False)
+        assert probe.returncode == 1                                    # held by us now: others are refused
+    finally:
+        os.close(fd)
+    assert subprocess.run(["flock", "-n", "-x", path, "true"], check=False).returncode == 0

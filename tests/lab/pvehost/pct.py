@@ -4,14 +4,21 @@
 """`pct` stand-in for the gpuserve lab host (plain Debian + LXC, no Proxmox).
 
 Emulates, on top of lxc-*, what Proxmox's pct does for the subcommands the collection uses:
-list, status, create, start, stop, shutdown, exec, push, pull, config, set (create is also what the lab's
+list, status, create, start, stop, shutdown, exec, push, pull, config, set, unlock (create is also what the lab's
 API stand-in, pve_api.py, runs for POST /nodes/{node}/lxc, as pveproxy and pct share PVE::API2::LXC). The source of truth is
 /etc/pve/lxc/<vmid>.conf in Proxmox's format; at start it is translated into
 /var/lib/lxc/<vmid>/config as Proxmox does (options -> lxc keys, devN -> device node + cgroup rule,
 raw lxc.* lines appended). See tests/lab/README.md for what is and is not emulated.
 Errors go to stderr with exit code 255 like pct's.
+
+Proxmox's two locks, as pve-container takes them: the config file lock (PVE::LXC::Config->lock_config: flock(2) on
+/run/lock/lxc/pve-config-<vmid>.lock, 10 s, "can't lock file '<file>' - got timeout") around create, set, start
+and unlock; and the guest lock, a `lock:` option in the config (a backup, a migration, `create` while a CT is
+being created): start, stop, shutdown and set refuse a locked CT with "CT is locked (<lock>)"
+(PVE::AbstractConfig::check_lock); exec, push, pull, status and config do not look at it.
 """
 
+import contextlib
 import os
 import re
 import stat
@@ -49,6 +56,32 @@ def load(vmid):
         die("Configuration file 'nodes/%s/lxc/%s.conf' does not exist" % (os.uname()[1], vmid))
     with open(path) as fh:
         return fh.read()
+
+
+def check_lock(text):
+    """PVE::AbstractConfig::check_lock: a guest lock in the config refuses the command."""
+    lock = pve_conf.parse(text).get("lock")
+    if lock:
+        die("CT is locked (%s)" % lock)
+
+
+@contextlib.contextmanager
+def config_locked(vmid):
+    """PVE::LXC::Config->lock_config: the config file's flock, held while the command reads and writes it."""
+    try:
+        fd = pve_conf.take_config_lock(vmid, pve_conf.CONFIG_LOCK_DIR, 10)
+    except pve_conf.PveConfError as exc:
+        die(str(exc).split(": a Proxmox operation", 1)[0])
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def write_conf(vmid, text):
+    with open(conf_path(vmid), "r+") as fh:   # in place, as pmxcfs needs
+        fh.write(text)
+        fh.truncate()
 
 
 def state(vmid):
@@ -166,6 +199,11 @@ def cmd_create(args):
     for key in [k for k in opts if re.match(r"^net\d+$", k)]:
         if "hwaddr=" not in opts[key]:
             opts[key] += ",hwaddr=BC:24:11:%02X:%02X:%02X" % (int(vmid) >> 16 & 255, int(vmid) >> 8 & 255, int(vmid) & 255)
+    # PVE::LXC::Config->create_and_lock_config: the config exists, locked `create`, while the rootfs is made
+    os.makedirs(PVE_DIR, exist_ok=True)
+    with config_locked(vmid):
+        with open(path, "x") as fh:
+            fh.write("lock: create\n")
     root = os.path.join(LXC_DIR, vmid, "rootfs")
     os.makedirs(root)
     subprocess.run(["tar", "-C", root, "-xf", template], check=True)
@@ -179,10 +217,9 @@ def cmd_create(args):
         with open("/var/lib/gpuserve-lab/site-ca.crt", "rb") as src, \
                 open(os.path.join(root, "etc/ssl/certs/ca-certificates.crt"), "wb") as dst:
             dst.write(src.read())
-    os.makedirs(PVE_DIR, exist_ok=True)
-    with open(path + ".tmp", "w") as fh:
-        fh.write("".join("%s: %s\n" % (k, opts[k]) for k in sorted(opts)))
-    os.rename(path + ".tmp", path)
+    with config_locked(vmid):
+        text = "".join("%s: %s\n" % (k, opts[k]) for k in sorted(opts))
+        write_conf(vmid, text)                # the lock removed (remove_lock 'create')
     if start:
         cmd_start([vmid])
 
@@ -202,9 +239,11 @@ def cmd_status(args):
 
 def cmd_start(args):
     vmid = args[0]
-    text = load(vmid)
-    if state(vmid) == "running":
-        die("CT %s already running" % vmid)
+    with config_locked(vmid):
+        text = load(vmid)
+        if state(vmid) == "running":
+            die("CT %s already running" % vmid)
+        check_lock(text)
     config = translate(vmid, text)
     with open(os.path.join(LXC_DIR, vmid, "config"), "w") as fh:
         fh.write(config)
@@ -216,7 +255,7 @@ def cmd_start(args):
 
 def cmd_stop(args):
     vmid = args[0]
-    load(vmid)
+    check_lock(load(vmid))
     if state(vmid) != "running":
         die("CT %s not running" % vmid)
     subprocess.run(["lxc-stop", "-n", vmid, "-k"], check=True)
@@ -224,7 +263,7 @@ def cmd_stop(args):
 
 def cmd_shutdown(args):
     vmid = args[0]
-    load(vmid)
+    check_lock(load(vmid))
     timeout = "60"
     if "--timeout" in args:
         timeout = args[args.index("--timeout") + 1]
@@ -298,23 +337,33 @@ def cmd_config(args):
 
 def cmd_set(args):
     vmid = args[0]
-    text = load(vmid)
     changes = _options(args[1:], SETTABLE | {"delete"}, usage="pct set <vmid> [OPTIONS]")
     deletes = [k for k in changes.pop("delete", "").split(",") if k]
-    for key, value in changes.items():
-        if key.startswith("dev"):
-            spec = pve_conf.parse_property_string(value, default_key="path")
-            device_node(spec.get("path", ""))
-    new = pve_conf.set_options(text, changes, deletes)
-    if new != text:
-        with open(conf_path(vmid), "r+") as fh:   # in place, as pmxcfs needs
-            fh.write(new)
-            fh.truncate()
+    with config_locked(vmid):
+        text = load(vmid)
+        check_lock(text)
+        for key, value in changes.items():
+            if key.startswith("dev"):
+                spec = pve_conf.parse_property_string(value, default_key="path")
+                device_node(spec.get("path", ""))
+        new = pve_conf.set_options(text, changes, deletes)
+        if new != text:
+            write_conf(vmid, new)
+
+
+def cmd_unlock(args):
+    """pct unlock <vmid>: the guest lock removed (what a failed backup leaves behind)."""
+    vmid = args[0]
+    with config_locked(vmid):
+        text = load(vmid)
+        new = pve_conf.set_options(text, {}, ["lock"])
+        if new != text:
+            write_conf(vmid, new)
 
 
 COMMANDS = {"list": cmd_list, "status": cmd_status, "create": cmd_create, "start": cmd_start, "stop": cmd_stop,
             "shutdown": cmd_shutdown, "exec": cmd_exec, "push": cmd_push, "pull": cmd_pull,
-            "config": cmd_config, "set": cmd_set}
+            "config": cmd_config, "set": cmd_set, "unlock": cmd_unlock}
 
 
 def main(argv):
