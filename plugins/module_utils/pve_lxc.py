@@ -16,7 +16,7 @@ __metaclass__ = type
 import re
 import time
 
-from .pve_conf import parse_property_string
+from .pve_conf import locked_problem, parse_property_string
 
 # Options fixed at creation: an existing CT with another value is an error, never a silent re-create.
 CREATE_ONLY = ("ostemplate", "unprivileged", "storage", "arch")
@@ -141,8 +141,9 @@ def wait_task(api, node, upid, what, timeout, warnings, sleep=time.sleep, clock=
 def reconcile(api, node, vmid, wanted, state, timeout, check_mode=False, result=None):
     """Bring CT ``vmid`` on ``node`` to the wanted options and state through the API (a proxmoxer ProxmoxAPI, or
     anything with its call shape). Returns {changed, created, changes, status, task_warnings, before}; raises
-    PveLxcError (nothing asked was done) for a CT on another node, create-only options that differ, a missing
-    template, a failed task. ``result`` (a dict) is filled as it goes, so a failure still says what was done."""
+    PveLxcError (nothing asked was done) for a CT on another node, create-only options that differ, a change to a
+    CT carrying Proxmox's guest lock (``lock`` in its config), a missing template, a failed task. ``result`` (a
+    dict) is filled as it goes, so a failure still says what was done."""
     result = {} if result is None else result
     result.update(changed=False, created=False, changes={}, task_warnings=[], before=None)
     elsewhere = [r for r in api.cluster.resources.get(type="vm") if int(r.get("vmid", 0)) == vmid]
@@ -162,11 +163,16 @@ def reconcile(api, node, vmid, wanted, state, timeout, check_mode=False, result=
     changes, conflicts = config_changes(current, wanted)
     if conflicts:
         raise PveLxcError("CT %d on %s: %s" % (vmid, node, "; ".join(conflicts)))
+    status = ct.status.current.get().get("status")
+    # Proxmox changes nothing in a CT carrying its guest lock (a backup, a migration): refused before any call,
+    # check mode too, with what the lock means; a CT already as asked is no change, locked or not
+    acts = bool(changes) or (state == "started" and status != "running") or (state == "stopped" and status == "running")
+    if acts and current.get("lock"):
+        raise PveLxcError(locked_problem(vmid, current["lock"], "its config on node %s" % node))
     if changes:
         result.update(changed=True, changes=changes, before=dict((k, current.get(k)) for k in changes))
         if not check_mode:
             ct.config.put(digest=current.get("digest"), **changes)
-    status = ct.status.current.get().get("status")
     if state == "started" and status != "running":
         result["changed"] = True
         if not check_mode:

@@ -21,6 +21,10 @@ description:
   - Options fixed at creation (O(ostemplate), O(unprivileged), the O(rootfs) size) that differ on an existing
     container are an error naming them; nothing is changed.
   - A O(vmid) that exists on another node of the cluster is an error.
+  - A change (options, start, stop) to a container carrying Proxmox's guest lock (the C(lock) of its config - a
+    backup, a migration, a snapshot) is refused before any call, in check mode too, naming the lock, what it
+    means and how to clear it; Proxmox itself refuses it (C(CT is locked)). A container already as asked is no
+    change, locked or not.
   - Device passthrough (C(devN), raw C(lxc.*)) is M(gpuserve.sglang.pve_lxc_conf)'s job on the node.
 author:
   - gpuserve.sglang contributors (@gpuserve)

@@ -173,6 +173,10 @@ class FakePve(object):
             digest = "%040x" % (hash(json.dumps(ct["config"], sort_keys=True)) & (2 ** 160 - 1))
             if what == "config" and method == "GET":
                 return 200, dict(ct["config"], digest=digest)
+            # pve-container changes nothing in a CT carrying a guest lock: update_vm and vm_start/shutdown/stop call
+            # PVE::AbstractConfig::check_lock before any worker forks, so the call itself fails with its words
+            if method in ("PUT", "POST") and what != "status/current" and ct["config"].get("lock"):
+                return 500, "CT is locked (%s)" % ct["config"]["lock"]
             if what == "config" and method == "PUT":
                 if params.get("digest") and params["digest"] != digest:
                     return 500, "detected modified configuration - file changed by other user? Try again."

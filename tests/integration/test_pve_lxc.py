@@ -89,6 +89,32 @@ def test_api_token_login_and_stop(pve):
     assert TOKEN[1] not in r["_stdout"]
 
 
+def test_a_ct_carrying_proxmoxs_guest_lock_is_not_changed_or_started_and_the_lock_is_named(pve):
+    """A vzdump running on the operator's CT (lock: backup in its config, as the API's GET config shows it):
+    no call that changes it is sent, in check mode either; the lock, its meaning and the fix are named. Already as
+    asked, it is no change. The fake itself refuses such calls as pve-container does ('CT is locked (backup)')."""
+    pve.cts[129] = {"node": "pve1", "status": "stopped", "config": {
+        "hostname": "sglang", "cores": "8", "memory": "65536", "lock": "backup"}}
+    for check in (True, False):
+        r = run_module(M, args(pve, state="started", cores=16), check=check)
+        assert r["failed"] is True, r
+        assert r["msg"].startswith("CT 129 is locked (backup) in its config on node pve1: a backup (vzdump) of it "
+                                   "is running"), r["msg"]
+        assert "`pct unlock 129` first. Nothing was changed." in r["msg"]
+    started = run_module(M, args(pve, state="started", cores=8))           # only the start left to do: refused too
+    assert started["failed"] is True and "is locked (backup)" in started["msg"]
+    assert pve.writes() == [] and pve.cts[129]["status"] == "stopped"
+    same = run_module(M, args(pve, state="stopped", cores=8, memory=65536))
+    assert same.get("failed") is not True and same["changed"] is False, same.get("msg")
+    ctx = ssl._create_unverified_context()  # noqa: S323 (self-signed test server)
+    auth = {"Authorization": "PVEAPIToken=%s=%s" % TOKEN}
+    req = urllib.request.Request("https://127.0.0.1:%d/api2/json/nodes/pve1/lxc/129/status/start" % pve.port,
+                                 data=b"", headers=auth, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, context=ctx)
+    assert (err.value.code, err.value.reason) == (500, "CT is locked (backup)") and pve.cts[129]["status"] == "stopped"
+
+
 def test_the_fake_really_rejects_what_the_schema_rejects(tmp_path):
     fake = FakePve(version=9).serve(str(tmp_path))
     try:
