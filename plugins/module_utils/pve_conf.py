@@ -294,6 +294,53 @@ def plan_devices(opts, devices, owned):
     return changes, deletes, [{"index": n, "value": v} for n, v in sorted(final)]
 
 
+PENDING = "pve:pending"
+
+
+def pending_changes(text):
+    """The ``[pve:pending]`` section of a CT config - changes Proxmox applies at the CT's next start (PVE 8's
+    ``pct set`` of a devN on a running CT lands there; PVE 9 hot-plugs it) - as ({key: value}, [deleted keys]).
+    Deletions are its ``delete:`` line, a comma list whose ``!`` prefix (a forced delete) is dropped."""
+    _main, sections = split_sections(text)
+    opts = {}
+    for name, lines in sections:
+        if name != PENDING:
+            continue
+        for line in lines[1:]:
+            m = _OPTION.match(line.rstrip("\r\n"))
+            if m:
+                opts[m.group(1)] = m.group(2)
+    deletes = [k.strip().lstrip("!") for k in opts.pop("delete", "").split(",") if k.strip().lstrip("!")]
+    return opts, deletes
+
+
+def pending_over_devices(text, final, owned):
+    """What of the pending section would overwrite the devN this module writes when Proxmox applies it at the next
+    start: a pending set or delete of a devN key that ``final`` (plan_devices' [{index, value}]) uses, that holds a
+    path matching ``owned`` now, or whose pending value is such a path. Returns ["dev0: <value>", "delete dev1"]."""
+    opts = parse(text)
+    pending, deletes = pending_changes(text)
+    used = set("dev%d" % d["index"] for d in final)
+
+    def touched(key, value=None):
+        if not re.match(r"^dev\d+$", key):
+            return False
+        paths = [parse_property_string(v, default_key="path").get("path", "") for v in (opts.get(key), value) if v]
+        return key in used or any(re.search(owned, p) for p in paths)
+    return (["%s: %s" % (k, v) for k, v in sorted(pending.items()) if touched(k, v)]
+            + ["delete %s" % k for k in deletes if touched(k)])
+
+
+def pending_problem(vmid, path, over):
+    """Why the passthrough is not written while ``over`` (pending_over_devices) stands, and the two ways out."""
+    keys = ",".join(sorted(set(x.split(":")[0].replace("delete ", "") for x in over)))
+    said = "; ".join(over)
+    return ("CT %s has pending changes to its device passthrough (%s in the [%s] section of %s) that Proxmox applies "
+            "at the CT's next start, over what this writes - a `pct set` of a devN while the CT ran (PVE 8 cannot "
+            "hot-plug devN). Apply them (restart the CT) and run again, or drop them with `pct set %s --revert %s`; "
+            "`pct pending %s` lists them. Nothing was changed." % (vmid, said, PENDING, path, vmid, keys, vmid))
+
+
 def backup_config(path, backup_dir, vmid, keep):
     """Copy the config to a backup name unique even within one second (microseconds + a counter), then keep only
     the newest ``keep`` backups of this CT. Returns the backup's path."""

@@ -26,6 +26,10 @@ description:
     C(snapshot), ...) is refused with what the lock means and how to clear it, in check mode too - Proxmox itself
     changes nothing in a locked CT. A config already as asked is no change, locked or not.
   - A write refused by C(/etc/pve) (read-only while the node has no quorum) fails naming that, the config unchanged.
+  - Pending changes (the C([pve:pending]) section, which Proxmox applies at the next start) that set or delete a
+    C(devN) this module owns or writes are refused with the ways out (restart the CT, or C(pct set --revert)),
+    every run, changed or not - they would overwrite the passthrough at the next start. PVE 8 puts a C(devN) set
+    on a running CT there.
   - Changes take effect when the container starts; the result says whether a restart is needed.
 author:
   - gpuserve.sglang contributors (@gpuserve)
@@ -192,6 +196,11 @@ backup_file:
   description: Copy of the previous file, when a change was written.
   returned: changed and not check mode
   type: str
+pending:
+  description: "The pending changes that refused the run, as C(dev0: <value>) or C(delete dev1)."
+  returned: failed on pending devN changes
+  type: list
+  elements: str
 lock:
   description: The CT's Proxmox guest lock that refused the change.
   returned: failed on a locked CT
@@ -214,8 +223,9 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import (
-    CONFIG_LOCK_DIR, PveConfError, backup_config, line_owner, locked_problem, open_nodes_argv, parse, plan_devices,
-    raw_device_lines, set_options, set_raw_lines, take_config_lock,
+    CONFIG_LOCK_DIR, PveConfError, backup_config, line_owner, locked_problem, open_nodes_argv, parse,
+    pending_over_devices, pending_problem, plan_devices, raw_device_lines, set_options, set_raw_lines,
+    take_config_lock,
 )
 
 
@@ -332,6 +342,10 @@ def main():
         except PveConfError as exc:
             module.fail_json(msg="%s: %s" % (path, exc), **result)
         result["devices"] = final
+        # pending devN (PVE 8's pct set on a running CT) would overwrite these lines at the next start
+        over = pending_over_devices(before, final, p["owned_paths"])
+        if over:
+            module.fail_json(msg=pending_problem(p["vmid"], path, over), pending=over, **result)
         if after != before:
             # a locked CT (a backup, a migration...) is changed by nothing in Proxmox; check mode says so too
             if opts.get("lock"):

@@ -262,3 +262,17 @@ def test_a_write_the_file_system_refuses_is_named_with_the_quorum_hint_and_the_c
                                "node is not part of a quorate cluster (`pvecm status`" % node["conf_dir"]), r["msg"]
     assert "The config is unchanged (a copy is in %s/129.conf." % node["backup_dir"] in r["msg"]
     assert node["conf"].read_text() == CT129
+
+
+def test_pending_devn_that_would_overwrite_the_passthrough_at_the_next_start_is_refused(node):
+    """A `pct set 129 --dev0 ...` while the CT ran on PVE 8 left dev0 in [pve:pending], which Proxmox applies at the
+    next start - after this module's write and its restart, over its line. Refused every run (changed or not, check
+    mode too) with the ways out; nothing written."""
+    text = CT129 + "\n[pve:pending]\ndev0: %s/nvidia1,mode=0600\n" % node["dev"]
+    node["conf"].write_text(text)
+    want = args(node, devices=devs(node, "nvidia0", "nvidiactl", mode="0666"))
+    for check in (True, False):
+        r = run_module(M, want, check=check)
+        assert r["failed"] is True and r["pending"] == ["dev0: %s/nvidia1,mode=0600" % node["dev"]], r
+        assert "Apply them (restart the CT) and run again, or drop them with `pct set 129 --revert dev0`" in r["msg"]
+        assert node["conf"].read_text() == text and not os.path.exists(node["backup_dir"])

@@ -296,3 +296,37 @@ def test_proxmoxs_config_lock_is_a_real_flock_that_waits_then_names_the_file(tmp
     finally:
         os.close(fd)
     assert subprocess.run(["flock", "-n", "-x", path, "true"], check=False).returncode == 0
+
+
+PENDING_CT = ("arch: amd64\nhostname: sglang\ndev0: /dev/nvidia0,mode=0666\ndev1: /dev/dri/card0\n"
+              "\n[before-driver-upgrade]\ndev0: /dev/nvidia9\n"
+              "\n[pve:pending]\ndev2: /dev/nvidiactl,mode=0666\ndev3: /dev/ttyUSB0\ndelete: !dev0,memory\n")
+
+
+def test_pending_changes_are_read_from_their_section_only_with_forced_deletes():
+    assert PC.pending_changes(PENDING_CT) == ({"dev2": "/dev/nvidiactl,mode=0666", "dev3": "/dev/ttyUSB0"},
+                                              ["dev0", "memory"])
+    assert PC.pending_changes("arch: amd64\n\n[snap]\ndev0: /dev/nvidia0\n") == ({}, [])
+    assert PC.parse(PENDING_CT)["dev0"] == "/dev/nvidia0,mode=0666"          # the current config is the main section
+
+
+def test_pending_devn_over_the_passthrough_is_named_and_others_are_left_alone():
+    """Proxmox applies [pve:pending] at the next start: a pending set or delete of a devN the module owns (its
+    current or pending path is NVIDIA's) or writes (an index of its plan) would overwrite the passthrough."""
+    opts = PC.parse(PENDING_CT)
+    devices = [{"path": "/dev/nvidia0", "mode": "0666"}, {"path": "/dev/nvidiactl", "mode": "0666"}]
+    _changes, _deletes, final = PC.plan_devices(opts, devices, "^/dev/nvidia")
+    assert [d["index"] for d in final] == [0, 2]
+    over = PC.pending_over_devices(PENDING_CT, final, "^/dev/nvidia")
+    assert over == ["dev2: /dev/nvidiactl,mode=0666", "delete dev0"]           # not dev3 (a tty), not memory
+    msg = PC.pending_problem(129, "/etc/pve/lxc/129.conf", over)
+    assert msg.startswith("CT 129 has pending changes to its device passthrough (dev2: /dev/nvidiactl,mode=0666; "
+                          "delete dev0 in the [pve:pending] section of /etc/pve/lxc/129.conf) that Proxmox applies at "
+                          "the CT's next start")
+    assert "`pct set 129 --revert dev0,dev2`; `pct pending 129` lists them. Nothing was changed." in msg
+    # a pending devN of another device at an index the plan does not use: not the module's business
+    other = "arch: amd64\ndev0: /dev/nvidia0\n\n[pve:pending]\ndev5: /dev/ttyUSB0\n"
+    assert PC.pending_over_devices(other, [{"index": 0, "value": "/dev/nvidia0"}], "^/dev/nvidia") == []
+    # ... but one at an index the plan gives a new NVIDIA node is
+    assert PC.pending_over_devices(other, [{"index": 0, "value": "/dev/nvidia0"}, {"index": 5, "value": "/dev/x"}],
+                                   "^/dev/nvidia") == ["dev5: /dev/ttyUSB0"]
