@@ -152,6 +152,14 @@ def flash_attn_max_jobs(cpus, mem_total_mib, mib_per_job=6144):
     return _mu("uv_venv").max_build_jobs(cpus, mem_total_mib, mib_per_job)
 
 
+def nvidia_gpus_problem(facts, selectors, node):
+    """Why a container using GPUs ``selectors`` of ``node`` cannot run on them, from the node's nvidia_gpu_facts; ''
+    when it can (module_utils.nvidia.gpus_problem)."""
+    if facts is not None and not isinstance(facts, dict):
+        raise AnsibleFilterError("nvidia_gpus_problem: expected the node's nvidia_gpu_facts (gpuserve_nvidia)")
+    return _mu("nvidia").gpus_problem(facts or {}, list(selectors or []), str(node))
+
+
 def nvidia_select_gpus(gpus, selectors):
     """The GPUs (nvidia_gpu_facts' list) named by device minors, UUIDs or PCI bus ids; every GPU when none given."""
     if not isinstance(gpus, list):
@@ -236,5 +244,6 @@ class FilterModule(object):
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,
                 "flash_attn_max_jobs": flash_attn_max_jobs, "hf_repo_id_problem": hf_repo_id_problem,
                 "pve_vmid_problem": pve_vmid_problem, "lxc_passthrough_check": lxc_passthrough_check,
+                "nvidia_gpus_problem": nvidia_gpus_problem,
                 "lxc_passthrough_access": lxc_passthrough_access, "sglang_router_argv": sglang_router_argv,
                 "sglang_router_problems": sglang_router_problems, "path_entries": path_entries}

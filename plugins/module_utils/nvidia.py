@@ -29,6 +29,7 @@ STATES = {
     "no_driver": "no NVIDIA driver is installed or loaded",
     "no_gpu": "the driver is loaded but sees no GPU",
     "version_mismatch": "the NVIDIA userspace library and the loaded kernel module differ",
+    "gpu_lost": "a GPU has fallen off the bus or has otherwise become inaccessible",
     "error": "nvidia-smi failed for another reason",
 }
 HINTS = {
@@ -37,8 +38,17 @@ HINTS = {
     "no_gpu": "Check `lspci -nn | grep -i nvidia` (is the GPU bound to vfio-pci for a VM?) and `dmesg | grep -i nvrm`.",
     "version_mismatch": "Reboot to load the installed kernel module, or (inside a container) install the userspace "
                         "driver of exactly the host's kernel-module version %s.",
+    "gpu_lost": "The GPU stopped answering on the PCIe bus (look for Xid 79 in `dmesg | grep -i xid`: power, cooling, the "
+                "riser or the slot). Only a reboot of the node brings it back; check its power cables and cooling "
+                "first. The node's other GPUs still work: containers that do not use the lost one can run.",
     "error": "Run nvidia-smi by hand and read its message.",
 }
+# NVML's words for a GPU it cannot reach (nvidia-smi exits 15 then, "The GPU has fallen off the bus or has otherwise
+# become inaccessible" in its man page): "Unable to determine the device handle for GPU<bus id>: <reason>"
+# (Unknown Error, GPU is lost...), the bus id with or without a space before it.
+_LOST = re.compile(r"Unable to determine the device handle for GPU\s*([0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])",
+                   re.I)
+SMI_RC_GPU_LOST = 15
 
 
 def _num(value):
@@ -89,6 +99,11 @@ def classify_smi(stdout, stderr, rc):
         return "no_driver", first
     if "No devices were found" in out:
         return "no_gpu", first
+    lost = [normalize_bus_id(b) for b in _LOST.findall(out)]
+    if lost or rc == SMI_RC_GPU_LOST or "GPU is lost" in out or "fallen off the bus" in out:
+        said = next((line.strip() for line in out.splitlines() if _LOST.search(line) or "GPU is lost" in line
+                     or "fallen off the bus" in line), "nvidia-smi exited %s" % rc)
+        return "gpu_lost", ("GPU %s lost: %s" % (", ".join(sorted(set(lost))), said) if lost else said)
     if rc != 0:
         return "error", first or "nvidia-smi exited %d" % rc
     return "ok", ""
@@ -150,6 +165,56 @@ def parse_gpu_information(text):
     return out
 
 
+def _selects(sel, gpu):
+    """Whether selector ``sel`` (a device minor, a UUID or a PCI bus id) names ``gpu`` ({minor, uuid, pci_bus_id})."""
+    text = str(sel).strip()
+    if isinstance(sel, int) or text.isdigit():
+        return gpu.get("minor") == int(text)
+    if text.upper().startswith("GPU-"):
+        return str(gpu.get("uuid", "")).lower() == text.lower()
+    return normalize_bus_id(gpu.get("pci_bus_id")) == normalize_bus_id(text)
+
+
+def _unknown_to(sel, gpu):
+    """Whether ``gpu`` lacks what selector ``sel`` compares (its minor, or its UUID)."""
+    text = str(sel).strip()
+    if isinstance(sel, int) or text.isdigit():
+        return gpu.get("minor") is None
+    return text.upper().startswith("GPU-") and not gpu.get("uuid")
+
+
+def _selector_name(sel):
+    text = str(sel).strip()
+    if isinstance(sel, int) or text.isdigit():
+        return "/dev/nvidia%s" % text
+    return ("UUID %s" if text.upper().startswith("GPU-") else "PCI %s") % text
+
+
+def gpus_problem(facts, selectors, node):
+    """Why a container using GPUs ``selectors`` of ``node`` (as select_gpus takes them; empty: every GPU) cannot run
+    on them now, from the node's nvidia_gpu_facts, or ''. A lost GPU stops only the containers that use it (the
+    others still work); any other state than ok stops every one, with its message and hint."""
+    state = (facts or {}).get("state")
+    if state in (None, "ok"):
+        return ""
+    if state == "gpu_lost":
+        lost = facts.get("lost_gpus") or []
+        mine = [g for g in lost if not selectors or any(_selects(sel, g) for sel in selectors)]
+        # a lost GPU the driver gives no minor (or UUID) for cannot be told apart from this container's
+        unsure = [g for g in lost if g not in mine and any(_unknown_to(sel, g) for sel in selectors)]
+        if lost and not mine and not unsure:
+            return ""
+        which = ", ".join("%s (%s)" % (g.get("device") or "a GPU", g["pci_bus_id"]) for g in mine or unsure)
+        if mine or not lost:
+            said = "%s of %s, which this container uses, is lost" % (which or "a GPU", node)
+        else:
+            said = ("%s of %s is lost, and the driver does not say which /dev/nvidiaN it was, so this container may "
+                    "use it" % (which, node))
+        return "%s - %s. %s Nothing was launched." % (said, facts.get("message"), facts.get("hint"))
+    return ("the GPUs of %s cannot be used: %s - %s. %s Nothing was launched."
+            % (node, state, facts.get("message"), facts.get("hint")))
+
+
 def select_gpus(selectors, gpus):
     """The GPUs named by ``selectors`` - device minors (N of /dev/nvidiaN, ints), UUIDs (``GPU-...``) or PCI bus ids -
     among ``gpus`` (nvidia_gpu_facts' list, each with its ``minor``). Returns (selected in the order given, problems).
@@ -158,16 +223,8 @@ def select_gpus(selectors, gpus):
         return list(gpus), []
     selected, problems = [], []
     for sel in selectors:
-        text = str(sel).strip()
-        if isinstance(sel, int) or text.isdigit():
-            found = [g for g in gpus if g.get("minor") == int(text)]
-            what = "/dev/nvidia%s" % text
-        elif text.upper().startswith("GPU-"):
-            found = [g for g in gpus if str(g.get("uuid", "")).lower() == text.lower()]
-            what = "UUID %s" % text
-        else:
-            found = [g for g in gpus if normalize_bus_id(g.get("pci_bus_id")) == normalize_bus_id(text)]
-            what = "PCI %s" % text
+        what = _selector_name(sel)
+        found = [g for g in gpus if _selects(sel, g)]
         if not found:
             problems.append("%s is not a GPU of this node (it has %s)" % (what, ", ".join(
                 "/dev/nvidia%s = %s %s" % (g.get("minor"), g.get("uuid"), normalize_bus_id(g.get("pci_bus_id")))
@@ -195,8 +252,16 @@ def gpu_facts(smi_stdout, smi_stderr, smi_rc, proc_version="", sys_module_versio
             state, message = "error", str(exc)
         if state == "ok" and not gpus:
             state, message = "no_gpu", "nvidia-smi listed no GPU"
+    elif state == "gpu_lost":     # the GPUs NVML still reaches are listed as rows beside the lost one's error line
+        gpus = parse_smi_csv("\n".join(line for line in (smi_stdout or "").splitlines()
+                                       if line.count(",") == len(SMI_FIELDS) - 1 and not _LOST.search(line)))
     infos = [parse_gpu_information(t) for t in (gpu_information or [])]
     by_bus = dict((i["bus_id"], i) for i in infos if "bus_id" in i)
+    lost = []
+    for bus in sorted(set(normalize_bus_id(b) for b in _LOST.findall("%s\n%s" % (smi_stdout, smi_stderr)))):
+        minor = by_bus.get(bus, {}).get("minor")
+        lost.append({"pci_bus_id": bus, "minor": minor, "uuid": by_bus.get(bus, {}).get("uuid"),
+                     "device": "/dev/nvidia%d" % minor if minor is not None else None})
     for g in gpus:
         info = by_bus.get(normalize_bus_id(g.get("pci_bus_id")), {})
         g["minor"] = info.get("minor")
@@ -218,6 +283,7 @@ def gpu_facts(smi_stdout, smi_stderr, smi_rc, proc_version="", sys_module_versio
         "memory_total_mib": sum(g["memory_total_mib"] or 0 for g in gpus),
         "device_majors": parse_proc_devices(proc_devices),
         "device_nodes": sorted(device_nodes or [], key=lambda d: d["path"]),
+        "lost_gpus": lost,
     }
     if smi_timeout is not None:
         facts["hint"] = ("A GPU or the driver is wedged: look for Xid errors (`dmesg | grep -i xid`), then reset the GPU "

@@ -113,7 +113,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 state:
-  description: C(ok), C(no_driver), C(no_gpu), C(version_mismatch) or C(error).
+  description:
+    - C(ok), C(no_driver), C(no_gpu), C(version_mismatch), C(gpu_lost) or C(error).
+    - C(gpu_lost) - a GPU fell off the bus or became inaccessible (nvidia-smi exits 15, NVML "Unable to determine the
+      device handle"); RV(gpus) lists the GPUs that still answer, RV(lost_gpus) the lost ones.
   returned: always
   type: str
   sample: ok
@@ -179,6 +182,12 @@ ansible_facts:
   description: The same result under C(gpuserve_nvidia) (without RV(node)).
   returned: always
   type: dict
+lost_gpus:
+  description: The GPUs nvidia-smi could not reach (state C(gpu_lost)), as C({pci_bus_id, minor, uuid, device}).
+  returned: always
+  type: list
+  elements: dict
+  version_added: 0.7.0
 """
 
 import glob

@@ -1,7 +1,10 @@
 """deploy.yml as an operator meets it before any host is touched: tags select what they name, and a bad
 inventory value is named in a few lines with nothing run."""
 import os
+import shutil
 import subprocess
+
+import pytest
 
 import yaml
 
@@ -10,9 +13,9 @@ from ansible_helpers import ROOT, VENV_BIN
 PLAYBOOK = os.path.join(ROOT, "playbooks", "deploy.yml")
 
 
-def ansible_playbook(*args, cwd=ROOT):
+def ansible_playbook(*args, cwd=ROOT, env=None):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", **(env or {}))
     return subprocess.run([os.path.join(VENV_BIN, "ansible-playbook")] + list(args), capture_output=True, text=True,
                           env=env, cwd=cwd, timeout=300, check=False)
 
@@ -93,3 +96,32 @@ def test_a_node_on_apt_gets_its_containers_userspace_from_apt_too(tmp_path):
                                PLAYBOOK, "--tags", "userspace")
     assert runfile.returncode == 0, runfile.stdout[-3000:]
     assert "Container | the version and the installer are named" not in runfile.stdout
+
+
+def test_a_node_whose_gpu_fell_off_the_bus_stops_the_container_that_uses_it_before_launch(tmp_path):
+    """The node's nvidia-smi (on PATH here: exits 15 with NVML's line for the GPU at 0000:c1:00.0) read by the node
+    play; the container on GPU 1 stops before its server role with the node's words - this machine has no
+    /proc/driver/nvidia/gpus, so which /dev/nvidiaN was lost is unknown and the container may use it. A node
+    without any driver stops every container."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    fixture = os.path.join(ROOT, "tests", "fixtures", "nvidia", "gpu-lost.smi.out")
+    smi.write_text("#!/bin/sh\ntail -n +2 '%s'\nexit 15\n" % fixture)
+    smi.chmod(0o755)
+    env_path = "%s:%s" % (bin_dir, os.environ["PATH"])
+    inv = inventory(tmp_path, node={"ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+                    lxc_gpu_passthrough_gpus=[1])
+    p = ansible_playbook("-i", inv, PLAYBOOK, "--tags", "server", env={"PATH": env_path})
+    said = " ".join(p.stdout.split())
+    assert p.returncode != 0
+    assert ("ct129: a GPU (0000:c1:00.0) of pve1 is lost, and the driver does not say which /dev/nvidiaN it was, so "
+            "this container may use it - GPU 0000:c1:00.0 lost: Unable to determine the device handle") in said, \
+        p.stdout[-3000:]
+    assert "Nothing was launched." in said and "TASK [gpuserve.sglang.sglang_server" not in p.stdout
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has an NVIDIA driver: the no-driver half needs one without (as CI's)")
+    none = ansible_playbook("-i", inv, PLAYBOOK, "--tags", "server")
+    said = " ".join(none.stdout.split())
+    assert none.returncode != 0
+    assert "ct129: the GPUs of pve1 cannot be used: no_driver - nvidia-smi not found." in said, none.stdout[-3000:]

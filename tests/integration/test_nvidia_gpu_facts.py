@@ -140,3 +140,22 @@ def test_node_mode_reads_the_node_and_asks_dkms_once_bounded(tmp_path):
     t0 = time.time()
     r = run_module(M, dict(base, dkms_version="570.153.02", timeout=1))
     assert r["failed"] is True and "did not answer within 1.0 s" in r["msg"] and time.time() - t0 < 30
+
+
+def test_a_gpu_fallen_off_the_bus_is_named_with_its_device_and_require_gpu_fails(tmp_path):
+    """nvidia-smi exiting 15 with NVML's line for the lost GPU: state gpu_lost, the GPU that answers listed, the lost
+    one named by bus id and - from /proc/driver/nvidia/gpus/<bus>/information - by its /dev/nvidiaN."""
+    gpus_dir = tmp_path / "gpus"
+    for bus, minor in (("0000:41:00.0", 0), ("0000:c1:00.0", 1)):
+        (gpus_dir / bus).mkdir(parents=True)
+        (gpus_dir / bus / "information").write_text("Model: \t\t NVIDIA RTX A6000\nBus Location: \t %s\n"
+                                                    "Device Minor: \t %d\n" % (bus, minor))
+    args = {"nvidia_smi": fake_smi(tmp_path, "gpu-lost.smi.out", 15), "proc_gpus_dir": str(gpus_dir), "dev_glob": []}
+    r = run_module(M, args)
+    assert r.get("failed") is not True and r["state"] == "gpu_lost", r
+    assert [g["device"] for g in r["gpus"]] == ["/dev/nvidia0"]
+    assert [(g["pci_bus_id"], g["device"]) for g in r["lost_gpus"]] == [("0000:c1:00.0", "/dev/nvidia1")]
+    failed = run_module(M, dict(args, require="gpu"))
+    assert failed["failed"] is True
+    assert failed["msg"].startswith("require=gpu: GPU 0000:c1:00.0 lost: Unable to determine the device handle for "
+                                    "GPU0000:C1:00.0: Unknown Error (gpu_lost). The GPU stopped answering"), failed["msg"]

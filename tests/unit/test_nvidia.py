@@ -176,3 +176,53 @@ def test_dkms_status_installed_for_exactly_that_kernel():
     assert NV.dkms_has_module(out, "6.8.12-1") is False         # a prefix of another kernel is not that kernel
     assert NV.dkms_has_module("nvidia, 550.127.08, 6.5.13-6-pve, x86_64: installed", "6.5.13-6-pve") is True
     assert NV.dkms_has_module("", "6.8.12-4-pve") is False
+
+
+def a6000_information(bus, minor, uuid):
+    """/proc/driver/nvidia/gpus/<bus>/information of one GPU (the shape of the l40sx4.gpus fixtures)."""
+    return "Model: \t\t NVIDIA RTX A6000\nGPU UUID: \t %s\nBus Location: \t %s\nDevice Minor: \t %d\n" % (uuid, bus, minor)
+
+
+LOST_INFO = [a6000_information("0000:41:00.0", 0, "GPU-5f2c8e1a-3b7d-4c9e-a1f0-2d6b8e4c7a91"),
+             a6000_information("0000:c1:00.0", 1, "GPU-9e1d7b3c-6a2f-4e8d-b5c0-7f3a1d9e2b64")]
+
+
+def test_a_gpu_fallen_off_the_bus_is_its_own_state_naming_it_and_the_others_still_listed():
+    facts = NV.gpu_facts(fx("gpu-lost.smi.out"), "", 15, gpu_information=LOST_INFO)
+    assert facts["state"] == "gpu_lost"
+    assert facts["message"] == ("GPU 0000:c1:00.0 lost: Unable to determine the device handle for GPU0000:C1:00.0: "
+                                "Unknown Error")
+    assert [(g["minor"], g["pci_bus_id"]) for g in facts["gpus"]] == [(0, "00000000:41:00.0")]
+    assert facts["lost_gpus"] == [{"pci_bus_id": "0000:c1:00.0", "minor": 1, "device": "/dev/nvidia1",
+                                   "uuid": "GPU-9e1d7b3c-6a2f-4e8d-b5c0-7f3a1d9e2b64"}]
+    assert "Xid 79" in facts["hint"] and "reboot" in facts["hint"]
+    # the same words on stderr with a space before the bus id, or only the exit code: still the state
+    assert NV.gpu_facts("", "Unable to determine the device handle for GPU 0000:c1:00.0: GPU is lost.  Reboot the "
+                        "system to recover this GPU", 15)["lost_gpus"][0]["pci_bus_id"] == "0000:c1:00.0"
+    bare = NV.gpu_facts("", "", 15)
+    assert bare["state"] == "gpu_lost" and bare["message"] == "nvidia-smi exited 15" and bare["lost_gpus"] == []
+    assert NV.gpu_facts(fx("a6000x2.smi.csv"), "", 0)["lost_gpus"] == []
+
+
+def test_the_containers_of_a_node_with_a_lost_gpu_stop_only_when_they_use_it():
+    facts = NV.gpu_facts(fx("gpu-lost.smi.out"), "", 15, gpu_information=LOST_INFO)
+    for sel in ([1], ["GPU-9e1d7b3c-6a2f-4e8d-b5c0-7f3a1d9e2b64"], ["0000:C1:00.0"], [0, 1], []):
+        said = NV.gpus_problem(facts, sel, "pve1")
+        assert said.startswith("/dev/nvidia1 (0000:c1:00.0) of pve1, which this container uses, is lost - GPU "
+                               "0000:c1:00.0 lost: "), (sel, said)
+        assert said.endswith("Nothing was launched.") and "Xid 79" in said
+    assert NV.gpus_problem(facts, [0], "pve1") == ""                      # GPU 0 still answers
+    assert NV.gpus_problem(NV.gpu_facts("", "", 15), [0], "pve1").startswith("a GPU of pve1")   # which one: unknown
+    assert NV.gpus_problem(NV.gpu_facts(fx("a6000x2.smi.csv"), "", 0), [0, 1], "pve1") == ""
+    assert NV.gpus_problem({}, [0], "pve1") == ""                          # not read (a --tags run): nothing to say
+    broken = NV.gpus_problem(NV.gpu_facts(fx("mismatch.smi.out"), "", 18, proc_version=fx("h200x1.proc-version")),
+                             [0], "pve1")
+    assert broken.startswith("the GPUs of pve1 cannot be used: version_mismatch - Failed to initialize NVML: "
+                             "Driver/library version mismatch. Reboot to load the installed kernel module")
+    # without /proc/driver/nvidia/gpus/*/information the lost GPU's minor is unknown: a container naming GPUs by
+    # minor may use it (stopped, saying so); one naming GPUs by PCI bus id can be told apart
+    blind = NV.gpu_facts(fx("gpu-lost.smi.out"), "", 15)
+    assert NV.gpus_problem(blind, [0], "pve1").startswith(
+        "a GPU (0000:c1:00.0) of pve1 is lost, and the driver does not say which /dev/nvidiaN it was, so this "
+        "container may use it - GPU 0000:c1:00.0 lost")
+    assert NV.gpus_problem(blind, ["0000:41:00.0"], "pve1") == ""
