@@ -125,3 +125,22 @@ def test_a_node_whose_gpu_fell_off_the_bus_stops_the_container_that_uses_it_befo
     said = " ".join(none.stdout.split())
     assert none.returncode != 0
     assert "ct129: the GPUs of pve1 cannot be used: no_driver - nvidia-smi not found." in said, none.stdout[-3000:]
+
+
+def test_status_names_a_nodes_lost_gpu_in_one_line(tmp_path):
+    """status.yml reads each node's GPUs read-only: with the nvidia-smi of a node whose GPU fell off the bus (the
+    constructed fixture, exit 15), one line names the state, the lost GPU and what to do."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fixture = os.path.join(ROOT, "tests", "fixtures", "nvidia", "gpu-lost.smi.out")
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\ntail -n +2 '%s'\nexit 15\n" % fixture)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    inv = tmp_path / "nodes.yml"
+    inv.write_text(yaml.safe_dump({"all": {"children": {"pve_nodes": {"hosts": {"pve1": {
+        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}}}))
+    p = ansible_playbook("-i", str(inv), os.path.join(ROOT, "playbooks", "status.yml"), "--check",
+                         env={"PATH": "%s:%s" % (bin_dir, os.environ["PATH"]), "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"})
+    assert p.returncode == 0, p.stdout[-3000:]
+    assert ('"msg": "pve1 GPUs gpu_lost: GPU 0000:c1:00.0 lost: Unable to determine the device handle for '
+            'GPU0000:C1:00.0: Unknown Error. The GPU stopped answering on the PCIe bus') in p.stdout, p.stdout[-3000:]
+    assert "changed=0" in p.stdout

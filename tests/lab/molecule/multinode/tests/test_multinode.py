@@ -220,6 +220,8 @@ def test_status_reads_the_group_as_a_whole_and_names_a_rank_lost_after_start_up(
                           ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     assert ok.returncode == 0, ok.stdout[-3000:]
     assert "group lab serving: 2 ranks up, ct100 (rank 0) healthy, KV tokens " in ok.stdout, ok.stdout[-3000:]
+    # the node's GPUs in one line, read over ssh (the lab's node has no nvidia-smi: it says so, with the fix)
+    assert '"msg": "pvehost GPUs no_driver: nvidia-smi not found. Install the driver' in ok.stdout
     assert "health server up (rank 1 of 2: SGLang serves no API here" in ok.stdout
     assert "this launch's log: ready as rank 1 (its scheduler is up and its health server answers" in ok.stdout
     # diagnose.yml reads each rank's status first (it failed on rank 1 when /server_info's 404 was not a status)
