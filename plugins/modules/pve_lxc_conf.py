@@ -235,14 +235,20 @@ def _write(module, p, path, after, result):
         os.makedirs(p["backup_dir"], 0o700)
     result["backup_file"] = backup_config(path, p["backup_dir"], p["vmid"], p["backup_keep"])
     try:
-        with open(path, "r+") as fh:
-            fh.write(after)
-            fh.truncate()
+        fh = open(path, "r+")
     except (IOError, OSError) as exc:
         module.fail_json(msg="cannot write %s: %s. /etc/pve is read-only while this node is not part of a quorate "
                              "cluster (`pvecm status`; pmxcfs answers 'Permission denied'); bring the cluster back "
                              "to quorum and run again. The config is unchanged (a copy is in %s)."
                              % (path, exc.strerror or exc, result["backup_file"]), **result)
+    try:
+        with fh:
+            fh.write(after)
+            fh.truncate()
+    except (IOError, OSError) as exc:     # opened, then refused: the file may be half written
+        module.fail_json(msg="writing %s failed partway: %s. Put the previous config back with `cp %s %s` before "
+                             "anything starts the CT, then run again." % (path, exc.strerror or exc,
+                                                                          result["backup_file"], path), **result)
 
 
 def _rdev(path):

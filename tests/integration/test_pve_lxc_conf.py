@@ -276,3 +276,25 @@ def test_pending_devn_that_would_overwrite_the_passthrough_at_the_next_start_is_
         assert r["failed"] is True and r["pending"] == ["dev0: %s/nvidia1,mode=0600" % node["dev"]], r
         assert "Apply them (restart the CT) and run again, or drop them with `pct set 129 --revert dev0`" in r["msg"]
         assert node["conf"].read_text() == text and not os.path.exists(node["backup_dir"])
+
+
+def test_a_write_that_fails_partway_says_how_to_put_the_previous_config_back(node, tmp_path):
+    """Opened, then refused mid-write (ENOSPC: here the config lives on a full 16 KiB tmpfs in a mount namespace
+    of the module's own): the file may be half written, so the message gives the backup and the command that puts it
+    back, instead of calling the config unchanged."""
+    want = args(node, devices=devs(node, "nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", mode="0666", gid=44))
+    # description lines bring the file to just under one 4 KiB page: the devN lines need a new one, which is not there
+    text = "".join("# the operator's notes, line %03d ............................................\n" % i
+                   for i in range((4096 - 64 - len(CT129)) // 76)) + CT129
+    assert 3900 < len(text) < 4096
+    src = str(tmp_path / "ct129.conf")
+    with open(src, "w") as fh:
+        fh.write(text)
+    setup = ('mount -t tmpfs -o size=16k tmpfs "$0" && cp "$1" "$0/129.conf" && '
+             '(dd if=/dev/zero of="$0/filler" bs=1k count=64 2>/dev/null; true) && shift && exec "$@"')
+    r = run_module(M, want, prefix=["unshare", "-m", "sh", "-c", setup, node["conf_dir"], src])
+    assert r["failed"] is True, r
+    assert r["msg"].startswith("writing %s/129.conf failed partway: No space left on device. Put the previous config "
+                               "back with `cp %s/129.conf." % (node["conf_dir"], node["backup_dir"])), r["msg"]
+    with open(r["backup_file"]) as fh:
+        assert fh.read() == text                                   # the copy it points at is the previous config
