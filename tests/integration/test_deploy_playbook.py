@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from ansible_helpers import ROOT, VENV_BIN
+from test_nvidia_gpu_facts import fake_smi
 
 PLAYBOOK = os.path.join(ROOT, "playbooks", "deploy.yml")
 
@@ -98,18 +99,21 @@ def test_a_node_on_apt_gets_its_containers_userspace_from_apt_too(tmp_path):
     assert "Container | the version and the installer are named" not in runfile.stdout
 
 
+def lost_gpu_path(tmp_path):
+    """A PATH whose nvidia-smi is a node's whose GPU at 0000:c1:00.0 fell off the bus (fixture gpu-lost.smi.out, exit
+    15; test_nvidia_gpu_facts' stand-in)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_smi(bin_dir, "gpu-lost.smi.out", 15)
+    return "%s:%s" % (bin_dir, os.environ["PATH"])
+
+
 def test_a_node_whose_gpu_fell_off_the_bus_stops_the_container_that_uses_it_before_launch(tmp_path):
     """The node's nvidia-smi (on PATH here: exits 15 with NVML's line for the GPU at 0000:c1:00.0) read by the node
     play; the container on GPU 1 stops before its server role with the node's words - this machine has no
     /proc/driver/nvidia/gpus, so which /dev/nvidiaN was lost is unknown and the container may use it. A node
     without any driver stops every container."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"
-    fixture = os.path.join(ROOT, "tests", "fixtures", "nvidia", "gpu-lost.smi.out")
-    smi.write_text("#!/bin/sh\ntail -n +2 '%s'\nexit 15\n" % fixture)
-    smi.chmod(0o755)
-    env_path = "%s:%s" % (bin_dir, os.environ["PATH"])
+    env_path = lost_gpu_path(tmp_path)
     inv = inventory(tmp_path, node={"ansible_python_interpreter": "{{ ansible_playbook_python }}"},
                     lxc_gpu_passthrough_gpus=[1])
     p = ansible_playbook("-i", inv, PLAYBOOK, "--tags", "server", env={"PATH": env_path})
@@ -130,16 +134,11 @@ def test_a_node_whose_gpu_fell_off_the_bus_stops_the_container_that_uses_it_befo
 def test_status_names_a_nodes_lost_gpu_in_one_line(tmp_path):
     """status.yml reads each node's GPUs read-only: with the nvidia-smi of a node whose GPU fell off the bus (the
     constructed fixture, exit 15), one line names the state, the lost GPU and what to do."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fixture = os.path.join(ROOT, "tests", "fixtures", "nvidia", "gpu-lost.smi.out")
-    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\ntail -n +2 '%s'\nexit 15\n" % fixture)
-    (bin_dir / "nvidia-smi").chmod(0o755)
     inv = tmp_path / "nodes.yml"
     inv.write_text(yaml.safe_dump({"all": {"children": {"pve_nodes": {"hosts": {"pve1": {
         "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}}}))
     p = ansible_playbook("-i", str(inv), os.path.join(ROOT, "playbooks", "status.yml"), "--check",
-                         env={"PATH": "%s:%s" % (bin_dir, os.environ["PATH"]), "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"})
+                         env={"PATH": lost_gpu_path(tmp_path), "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"})
     assert p.returncode == 0, p.stdout[-3000:]
     assert ('"msg": "pve1 GPUs gpu_lost: GPU 0000:c1:00.0 lost: Unable to determine the device handle for '
             'GPU0000:C1:00.0: Unknown Error. The GPU stopped answering on the PCIe bus') in p.stdout, p.stdout[-3000:]
