@@ -62,9 +62,12 @@ def descendants(pid):
     return out
 
 
-def start_module(module, args):
-    """The module through `ansible` in the background, in a session of its own (to be killed with kill_tree)."""
-    env = ansible_env()
+def start_module(module, args, tmp_dir):
+    """The module through `ansible` in the background, in a session of its own (to be killed with kill_tree).
+    Its AnsiballZ payload and ansible's local temp go under ``tmp_dir`` (a test's tmp_path): a killed module
+    cannot remove them, and they would pile up in /tmp and ~/.ansible/tmp run after run."""
+    os.makedirs(str(tmp_dir), exist_ok=True)
+    env = ansible_env(TMPDIR=str(tmp_dir), ANSIBLE_LOCAL_TEMP=str(tmp_dir))
     return subprocess.Popen([os.path.join(VENV_BIN, "ansible"), "localhost", "-m", module, "-a", json.dumps(args)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 

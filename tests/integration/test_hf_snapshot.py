@@ -65,7 +65,7 @@ def test_a_branch_is_resolved_to_its_commit(hub, tmp_path):
 def test_a_killed_download_resumes_and_no_complete_file_is_fetched_twice(hub, tmp_path):
     d = tmp_path / "m"
     hub.throttle_bps = 1024 * 1024  # 1 MiB/s: the 3 MiB weight files take seconds
-    p = start_module(M, args(hub, d, workers=1))
+    p = start_module(M, args(hub, d, workers=1), tmp_path / "tmp")
     part = None
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -218,7 +218,7 @@ def test_retries_are_bounded_and_the_last_error_says_how_many(hub, tmp_path):
 def test_a_second_run_into_the_same_directory_is_refused_naming_the_first(hub, tmp_path):
     d = tmp_path / "m"
     hub.throttle_bps = 1024 * 1024
-    first = start_module(M, args(hub, d, workers=1))
+    first = start_module(M, args(hub, d, workers=1), tmp_path / "tmp")
     try:
         deadline = time.time() + 60
         while time.time() < deadline and not (d / ".gpuserve-progress.json").exists():

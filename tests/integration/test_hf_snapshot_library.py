@@ -86,7 +86,7 @@ def test_check_mode_on_a_fresh_host_lists_the_files_before_the_venv_exists(hub, 
 def test_a_killed_library_download_resumes_with_a_range_request(hub, tmp_path):
     d = tmp_path / "m"
     hub.throttle_bps = 4 * 1024 * 1024  # a 12 MiB weight file takes 3 s
-    p = start_module(M, args(hub, d, workers=1))
+    p = start_module(M, args(hub, d, workers=1), tmp_path / "tmp")
     cache = d / ".cache" / "huggingface" / "download"
     part, progress = None, None
     deadline = time.time() + 90

@@ -90,7 +90,7 @@ def test_the_old_nodes_copy_arrives_verified_without_the_hub_and_a_rerun_does_no
 
 def test_a_copy_broken_off_mid_file_continues_from_its_partial_file(hub, sshd, old, tmp_path):
     d = tmp_path / "new-node"
-    p = start_module(M, args(hub, sshd, old, d, bwlimit_kib=2048, workers=1))  # 6 MiB weights: 3 s each
+    p = start_module(M, args(hub, sshd, old, d, bwlimit_kib=2048, workers=1), tmp_path / "tmp")  # 6 MiB weights: 3 s each
     partial = d / ".gpuserve-rsync-partial"
     ssh = []
     deadline = time.time() + 60
