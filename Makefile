@@ -42,7 +42,7 @@ wording: deps
 bench: deps collection
 	$(BIN)/python tests/bench/bench_log_parser.py
 	$(BIN)/python tests/bench/bench_detection.py
-	python3 tests/bench/bench_deploy.py
+	$(SLOT0) python3 tests/bench/bench_deploy.py
 
 ## The main job: the pre-flight memory plan of the motivating deployment, on localhost.
 plan: deps collection
@@ -50,16 +50,19 @@ plan: deps collection
 
 ## The main job on the lab: a Proxmox-like host with CT 100 (podman + nested LXC), deploy.yml run twice
 ## (the second must report changed=0). The lab stays up for poking around; `make lab-down` removes it.
+## Slot 0 always (its inventory is build/lab/inventory.yml): a shell with another slot's `lab.py env` exported
+## would otherwise bring that slot's lab up, and deploy to slot 0's with that slot's Hub.
 LAB_INV := -i inventory/lab -i build/lab/inventory.yml
+SLOT0 := env -u CONTAINERS_CONF -u GPUSERVE_LAB_HOST_IP -u GPUSERVE_LAB_STATE -u GPUSERVE_LAB_HUB GPUSERVE_LAB_SLOT=0
 lab: deps collection
-	python3 tests/lab/lab.py up
-	$(BIN)/ansible-playbook $(LAB_INV) tests/lab/playbooks/stage-standin.yml
-	$(BIN)/ansible-playbook $(LAB_INV) playbooks/deploy.yml
-	$(BIN)/ansible-playbook $(LAB_INV) playbooks/deploy.yml | tee build/lab/deploy-again.log
+	$(SLOT0) python3 tests/lab/lab.py up
+	$(SLOT0) $(BIN)/ansible-playbook $(LAB_INV) tests/lab/playbooks/stage-standin.yml
+	$(SLOT0) $(BIN)/ansible-playbook $(LAB_INV) playbooks/deploy.yml
+	$(SLOT0) $(BIN)/ansible-playbook $(LAB_INV) playbooks/deploy.yml | tee build/lab/deploy-again.log
 	@grep -Eq 'changed=[1-9]' build/lab/deploy-again.log && { echo "lab: the second deploy changed something"; exit 1; } || echo "lab: second deploy changed=0"
 
 lab-down:
-	python3 tests/lab/lab.py down
+	$(SLOT0) python3 tests/lab/lab.py down
 
 molecule: deps collection
 	tests/ci/molecule-all.sh
