@@ -7,7 +7,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(BIN):$(PATH)
 
-.PHONY: test deps collection lint sanity unit integration oracle wording bench lab lab-down molecule plan clean
+.PHONY: test deps collection lint sanity unit targets integration oracle wording bench lab lab-down molecule plan clean
 
 ## Run every check, failing fast, then print a summary.
 test: deps
@@ -27,6 +27,10 @@ sanity: deps collection
 
 unit: deps collection
 	$(BIN)/pytest -q tests/unit
+
+## The unit tests that need no ansible-core again under the targets' Pythons (3.10, 3.12, 3.13: nodes and containers).
+targets: deps
+	tests/ci/targets.sh
 
 integration: deps collection
 	$(BIN)/pytest -q tests/integration

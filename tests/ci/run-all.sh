@@ -3,7 +3,8 @@
 # After lint, sanity and the lab images, two lanes run side by side on the machine's two cores, each with a lab of
 # its own (tests/lab/lab.py slots 0 and 1):
 #   lab lane (foreground):       plan.yml, then molecule lane a (most scenarios)
-#   pytest lane (background):    locks, the planner oracle, unit + integration, then molecule lane b
+#   pytest lane (background):    locks, the planner oracle, unit + integration, the unit tests again under the
+#                                targets' Pythons, then molecule lane b
 # The pytest lane's output is kept in build/ci/pytest-lane.log and printed when both are done. The lanes share no
 # state: the integration tests use loopback servers on free ports, never a lab; the two labs have their own
 # host, address, Hub port and state directory; build/collections and the images are only read.
@@ -56,6 +57,7 @@ mkdir -p "$lane_dir"
   lane "sglang_venv locks resolve unchanged against the real index" tests/ci/lock.sh check
   lane "planner oracle (SGLang 0.5.9's own code, >= 2000 scenarios)" tests/oracle/oracle.sh
   lane "pytest unit + integration" pytest -q -p no:cacheprovider tests/unit tests/integration
+  lane "module_utils under the targets' Pythons (3.10, 3.12, 3.13)" tests/ci/targets.sh
   lane "molecule scenarios, lane b (lab slot 1)" tests/ci/molecule-all.sh b
   printf '%s\n' "${summary[@]}" > "$lane_dir/pytest-lane.summary"
 ) > "$lane_dir/pytest-lane.log" 2>&1 &

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from unit_helpers import ROOT
+from unit_helpers import CONTROLLER, ROOT
 
 BENCH = os.path.join(ROOT, "tests", "bench")
 PLAY = """
@@ -43,6 +43,7 @@ def load_bench():
     return mod
 
 
+@CONTROLLER
 def test_callback_sorts_tasks_by_what_they_did(tmp_path):
     play = tmp_path / "play.yml"
     play.write_text(PLAY)

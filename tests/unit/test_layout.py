@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from unit_helpers import load_module_util, load_plugin
+from unit_helpers import CONTROLLER, load_module_util, load_plugin
 
 L = load_module_util("layout")
 
@@ -282,6 +282,7 @@ def _filter(name):
     return load_plugin("filter", "sglang", "gpuserve_filters").FilterModule().filters()[name]
 
 
+@CONTROLLER
 def test_path_entries_gives_layout_entries_that_the_layout_applies(tmp_path):
     """The roles' directories go through filter path_entries into layout's paths: the entries it makes are applied
     as written (parents first), from a list or from a lazy map of paths, and a re-run changes nothing."""
@@ -294,6 +295,7 @@ def test_path_entries_gives_layout_entries_that_the_layout_applies(tmp_path):
     assert not L.run({"paths": path_entries(dirs, mode="0750")}, system=root_system())["changed"]
 
 
+@CONTROLLER
 @pytest.mark.parametrize("paths, attrs, words", [
     ("/opt/sglang", {}, "expected a list of paths, got str"),
     ({"path": "/x"}, {}, "expected a list of paths, got dict"),

@@ -6,7 +6,7 @@ import re
 import pytest
 import yaml
 
-from unit_helpers import ROOT, load_plugin
+from unit_helpers import CONTROLLER, ROOT, load_plugin
 
 ROLES = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(ROOT, "roles", "*", "defaults")))
 
@@ -66,6 +66,7 @@ def _doc_options(path):
     raise AssertionError("no DOCUMENTATION in %s" % path)
 
 
+@CONTROLLER
 def test_the_pct_connection_documents_every_option_of_ansible_builtin_ssh_it_extends():
     """Its code is ansible.builtin.ssh's and reads each of those options: the copied documentation must not drift;
     it adds only the container (vmid) and how a non-root node user runs pct."""
@@ -85,6 +86,7 @@ def test_the_pct_connection_documents_every_option_of_ansible_builtin_ssh_it_ext
     assert ours["vmid"]["vars"] == [{"name": "proxmox_vmid"}] and ours["vmid"]["required"] is True
 
 
+@CONTROLLER
 def test_the_pct_connection_wraps_every_command_in_pct_exec_and_never_asks_for_a_tty():
     """The command line the node's shell runs: pct exec <vmid> -- <what Ansible built>, with sudo only for a
     non-root node user; exec_command passes sudoable=False so ssh never adds -tt around lxc-attach."""
@@ -150,6 +152,7 @@ def test_every_entry_point_is_specified_and_agrees_with_the_defaults(role):
         assert entry in specs, "%s: tasks_from %s has no argument spec" % (role, entry)
 
 
+@CONTROLLER
 def test_the_pct_connection_puts_an_empty_file_without_waiting_on_stdin(tmp_path):
     """ansible.builtin.ssh sends no stdin for empty data, so `cat > file` would wait for ever (copy content: "" hung
     in the lab): an empty file is created with `: >` instead, and a non-empty one goes through cat on stdin."""
@@ -170,6 +173,7 @@ def test_the_pct_connection_puts_an_empty_file_without_waiting_on_stdin(tmp_path
     assert shlex.split(argv[2]) == ["cat", ">", "/etc/f"] and data == b"x\n"
 
 
+@CONTROLLER
 def test_the_pct_connection_runs_again_only_when_lxc_attach_failed_to_re_execute_itself(monkeypatch):
     """lxc-attach's memfd re-exec (LXC's CVE-2019-5736 fix) failing under load, then aborting, before the command
     started (seen in CI as 'Device or resource busy - Failed to rexec as memfd / munmap_chunk(): invalid pointer',
@@ -248,6 +252,7 @@ print(json.dumps({
 """
 
 
+@CONTROLLER
 @pytest.mark.parametrize("entry", ["playbook", "bare"])
 def test_the_pct_connection_options_are_its_documentation_whether_or_not_the_parse_is_skipped(entry):
     """Every container task loads the connection plugin again in a fresh worker; after ansible-playbook has preloaded

@@ -4,9 +4,15 @@ import os
 import sys
 import types
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 PACKAGE = "gpuserve_module_utils"
+# A test that needs ansible-core (a plugin, ansible-playbook): it runs on the controller's Python only. Every other
+# unit test tests module_utils, which run on the nodes and containers too: tests/ci/targets.sh runs those again
+# under the targets' Pythons (`-m "not controller"`).
+CONTROLLER = pytest.mark.controller
 
 
 def load_module_util(name):
