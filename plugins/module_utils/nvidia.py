@@ -323,6 +323,10 @@ def policy_versions(text, version=None):
 # module call instead of a dozen (issue #17: each round trip costs 0.2-0.4 s). Reads files only; the caller runs
 # dkms (a process, bounded) and passes its output to dkms_has_module.
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu")
+# The kernel a Proxmox node boots next when one is pinned (proxmox-kernel-helper's proxmox-boot-tool: `kernel pin
+# <version> --next-boot` writes the first, `kernel pin <version>` the second; each holds the version as in
+# /lib/modules). As known from proxmox-kernel-helper, not checked on a real node here.
+BOOT_PINS = ("/etc/kernel/next-boot-pin", "/etc/kernel/proxmox-boot-pin")
 _LIB_RE = re.compile(r"^libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$")
 
 
@@ -375,6 +379,19 @@ def dkms_has_module(stdout, kernel):
     return False
 
 
+def headers_packages(pve, kernel, boot_kernel=None):
+    """The kernel headers DKMS needs on a node, as apt names them: the running kernel's (the .run builds the module
+    for it) and the kernel's the node boots next (DKMS builds for it), each once - ``proxmox-headers-<version>`` on
+    Proxmox VE (8 and 9; with ``proxmox-default-headers``, so DKMS also builds for the default series' updates as
+    they are installed), ``linux-headers-<version>`` on Debian."""
+    prefix = "proxmox-headers-" if pve else "linux-headers-"
+    out = ["proxmox-default-headers"] if pve else []
+    for k in (kernel, boot_kernel):
+        if k and prefix + k not in out:
+            out.append(prefix + k)
+    return out
+
+
 def _listdir(path):
     try:
         return sorted(os.listdir(path))
@@ -414,6 +431,12 @@ def read_node(root="/", lib_dirs=LIB_DIRS, free_path="/", uname=None):
     kernels = sorted((n for n in _listdir(at("/lib/modules")) if os.path.isdir(os.path.join(at("/lib/modules"), n))),
                      key=version_key)
     versions = userspace_versions(libs)
+    boot_kernel, boot_pin = (kernels[-1] if kernels else None), None
+    for pin in BOOT_PINS:   # a pin naming a kernel that is not installed is not booted: the next one counts
+        named = (_read_bytes(at(pin), 256) or b"").decode("utf-8", "replace").strip()
+        if named and named in kernels:
+            boot_kernel, boot_pin = named, pin
+            break
     return {
         "os_family": osr["family"],
         "distribution": osr.get("name") or osr.get("id"),
@@ -430,4 +453,7 @@ def read_node(root="/", lib_dirs=LIB_DIRS, free_path="/", uname=None):
         "userspace_version": versions[-1] if versions else None,
         "kernels": kernels,
         "newest_kernel": kernels[-1] if kernels else None,
+        "boot_kernel": boot_kernel,
+        "boot_kernel_pin": boot_pin,
+        "headers_packages": headers_packages(os.path.exists(at("/usr/bin/pveversion")), release, boot_kernel),
     }

@@ -172,12 +172,18 @@ node:
     - With O(node) only. C(os_family) (C(Debian) for Debian and Proxmox VE), C(distribution),
       C(distribution_version), C(kernel), C(architecture), C(pve), C(initramfs), C(secure_boot) (null without
       the EFI variable), C(free_mib), C(free_path), C(nvidia_pci) (PCI addresses), C(userspace_versions) (newest
-      last), C(userspace_version), C(kernels), C(newest_kernel), and with O(dkms_version) C(dkms_status) (its
-      output, null when dkms is absent) and C(newest_kernel_has_module) (null when dkms is absent).
+      last), C(userspace_version), C(kernels), C(newest_kernel), C(boot_kernel) (the kernel the node boots next,
+      the one pinned by C(proxmox-boot-tool kernel pin) in C(/etc/kernel/next-boot-pin) or
+      C(/etc/kernel/proxmox-boot-pin) when it is installed, else the newest), C(boot_kernel_pin) (that file, or null),
+      C(headers_packages) (the headers DKMS needs, as apt names them - C(proxmox-default-headers) and
+      C(proxmox-headers-<version>) of the running kernel and of C(boot_kernel) on Proxmox, else C(linux-headers-<version>)),
+      and with O(dkms_version) C(dkms_status) (its output, null when dkms is absent), C(newest_kernel_has_module)
+      and C(boot_kernel_has_module) (null when dkms is absent).
   returned: when O(node) is true
   type: dict
   sample: {"os_family": "Debian", "kernel": "6.8.12-4-pve", "pve": true, "secure_boot": false, "free_mib": 20480,
-           "userspace_version": "570.153.02", "newest_kernel": "6.8.12-4-pve", "newest_kernel_has_module": true}
+           "userspace_version": "570.153.02", "newest_kernel": "6.8.12-4-pve", "newest_kernel_has_module": true,
+           "boot_kernel": "6.8.12-4-pve", "boot_kernel_pin": null, "boot_kernel_has_module": true}
 ansible_facts:
   description: The same result under C(gpuserve_nvidia) (without RV(node)).
   returned: always
@@ -212,7 +218,7 @@ def _read(path):
 def _node(module, p):
     node = read_node(lib_dirs=p["lib_dirs"], free_path=p["free_path"])
     if p["dkms_version"]:
-        node["dkms_status"] = node["newest_kernel_has_module"] = None
+        node["dkms_status"] = node["newest_kernel_has_module"] = node["boot_kernel_has_module"] = None
         if os.access(p["dkms_binary"], os.X_OK):
             argv = [p["dkms_binary"], "status", "-m", "nvidia", "-v", p["dkms_version"]]
             try:
@@ -221,6 +227,7 @@ def _node(module, p):
                 module.fail_json(msg="%s did not answer within %s s (killed): run it by hand" % (" ".join(argv), p["timeout"]))
             node["dkms_status"] = proc.stdout
             node["newest_kernel_has_module"] = dkms_has_module(proc.stdout, node["newest_kernel"] or "")
+            node["boot_kernel_has_module"] = dkms_has_module(proc.stdout, node["boot_kernel"] or "")
     return node
 
 

@@ -130,12 +130,17 @@ def test_node_mode_reads_the_node_and_asks_dkms_once_bounded(tmp_path):
     assert "9.9.9-gpuserve" in node["dkms_status"]
     # the module is installed for 9.9.9-gpuserve only; the newest kernel here is another (or none)
     assert node["newest_kernel_has_module"] is (node["newest_kernel"] == "9.9.9-gpuserve")
+    # the kernel this machine boots next (no proxmox-boot-tool pin here: the newest) is asked about too
+    assert node["boot_kernel"] == node["newest_kernel"] and node["boot_kernel_pin"] is None
+    assert node["boot_kernel_has_module"] is (node["boot_kernel"] == "9.9.9-gpuserve")
+    assert "linux-headers-" + os.uname()[2] in node["headers_packages"]
     # without dkms_version dkms is not asked; without dkms the answer is null, not a failure
     (tmp_path / "argv").unlink()
     r = run_module(M, base)
     assert "dkms_status" not in r["node"] and not (tmp_path / "argv").exists()
     r = run_module(M, dict(base, dkms_version="570.153.02", dkms_binary=str(tmp_path / "no-dkms")))
     assert r["node"]["dkms_status"] is None and r["node"]["newest_kernel_has_module"] is None
+    assert r["node"]["boot_kernel_has_module"] is None
     dkms.write_text("#!/bin/sh\nsleep 600\n")
     t0 = time.time()
     r = run_module(M, dict(base, dkms_version="570.153.02", timeout=1))

@@ -146,8 +146,44 @@ def test_read_node_reads_what_the_driver_role_needs_in_one_pass(tmp_path):
     # -10 is newer than -4 (a string sort says the opposite); a file is not a kernel
     assert node["kernels"] == ["6.5.13-6-pve", "6.8.12-4-pve", "6.8.12-10-pve"]
     assert node["newest_kernel"] == "6.8.12-10-pve"
+    # no kernel pinned: the node boots the newest; headers of the running kernel and of that one
+    assert node["boot_kernel"] == "6.8.12-10-pve" and node["boot_kernel_pin"] is None
+    assert node["headers_packages"] == ["proxmox-default-headers", "proxmox-headers-6.8.12-4-pve",
+                                        "proxmox-headers-6.8.12-10-pve"]
     st = os.statvfs(str(tmp_path))
     assert abs(node["free_mib"] - st.f_bavail * st.f_frsize // (1 << 20)) <= 16
+
+
+def test_the_kernel_the_node_boots_next_is_the_one_proxmox_boot_tool_pinned(tmp_path):
+    """proxmox-boot-tool kernel pin V writes V to /etc/kernel/proxmox-boot-pin, `--next-boot` to
+    /etc/kernel/next-boot-pin (which wins for that boot); a pin naming a kernel that is not installed is not booted."""
+    root = _node_tree(tmp_path)
+    etc = tmp_path / "etc" / "kernel"
+    etc.mkdir(parents=True)
+
+    def boot():
+        node = NV.read_node(root=root, uname=("6.8.12-10-pve", "x86_64"))
+        return node["boot_kernel"], node["boot_kernel_pin"], node["headers_packages"]
+
+    (etc / "proxmox-boot-pin").write_text("6.8.12-4-pve\n")
+    assert boot() == ("6.8.12-4-pve", "/etc/kernel/proxmox-boot-pin",
+                      ["proxmox-default-headers", "proxmox-headers-6.8.12-10-pve", "proxmox-headers-6.8.12-4-pve"])
+    (etc / "next-boot-pin").write_text("6.5.13-6-pve")
+    assert boot()[:2] == ("6.5.13-6-pve", "/etc/kernel/next-boot-pin")
+    (etc / "next-boot-pin").write_text("6.2.16-3-pve\n")            # removed since: the permanent pin counts
+    assert boot()[:2] == ("6.8.12-4-pve", "/etc/kernel/proxmox-boot-pin")
+    (etc / "proxmox-boot-pin").write_text("")
+    assert boot()[:2] == ("6.8.12-10-pve", None)
+    # the running kernel is the one booted next: its headers once
+    assert boot()[2] == ["proxmox-default-headers", "proxmox-headers-6.8.12-10-pve"]
+
+
+def test_headers_packages_on_debian_and_proxmox():
+    assert NV.headers_packages(False, "6.1.0-28-amd64", "6.1.0-31-amd64") == [
+        "linux-headers-6.1.0-28-amd64", "linux-headers-6.1.0-31-amd64"]
+    assert NV.headers_packages(False, "6.1.0-28-amd64", None) == ["linux-headers-6.1.0-28-amd64"]
+    assert NV.headers_packages(True, "6.8.12-4-pve", "6.8.12-4-pve") == [
+        "proxmox-default-headers", "proxmox-headers-6.8.12-4-pve"]
 
 
 def test_read_node_secure_boot_on_and_a_bare_machine(tmp_path):

@@ -1,7 +1,34 @@
 """nvidia_driver on the lab host: the pinned installer ran once with the right flags, nouveau is
-blacklisted, the units that make nvidia-uvm exist before the guests are enabled."""
+blacklisted, the units that make nvidia-uvm exist before the guests are enabled; a kernel update whose module DKMS
+did not build gets it built by the role."""
+
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.join(os.environ["GPUSERVE_ROOT"], "tests", "lab", "molecule"))
+from lab_runbook import ansible_playbook, molecule_inventory  # noqa: E402  (shared with the lab's scenarios)
 
 testinfra_hosts = ["ansible://pvehost"]
+RUN = os.path.join(os.environ["GPUSERVE_ROOT"], "tests", "lab", "fake-nvidia", "NVIDIA-Linux-x86_64-570.153.02.run")
+# the role as the scenario's converge runs it, then its result on one line
+ROLE_PLAY = """
+- hosts: pve_nodes
+  gather_facts: false
+  tasks:
+    - ansible.builtin.stat: {path: "%s", checksum_algorithm: sha256}
+      delegate_to: localhost
+      register: __run
+    - ansible.builtin.include_role: {name: gpuserve.sglang.nvidia_driver}
+      vars:
+        nvidia_driver_version: 570.153.02
+        nvidia_driver_runfile_path: /root/NVIDIA-Linux-x86_64-570.153.02.run
+        nvidia_driver_runfile_sha256: "{{ __run.stat.checksum }}"
+        nvidia_driver_install_headers: false
+        nvidia_driver_skip_gpu_check: true
+    - ansible.builtin.debug:
+        msg: "RESULT boot={{ nvidia_driver_result.boot_kernel }} built={{ nvidia_driver_result.dkms_built }}"
+""" % RUN
 
 
 def test_installer_ran_exactly_once_silently_with_dkms_and_open_modules(host):
@@ -35,3 +62,28 @@ def test_the_ct_userspace_driver_was_replaced_by_the_hosts_version_once_without_
     runs = host.check_output("pct exec 100 -- cat /var/log/gpuserve-fake-nvidia-installer.log").splitlines()
     assert runs == ["--silent --no-kernel-modules --no-x-check --no-nouveau-check --no-nvidia-modprobe"]
     assert host.run("pct exec 100 -- test -e /root/NVIDIA-Linux-x86_64-570.153.02.run").rc == 1  # removed after use
+
+
+def test_a_kernel_update_without_the_module_gets_it_built_by_dkms_before_any_reboot(host, tmp_path):
+    """A newer kernel with its headers (/lib/modules/K/build) but no NVIDIA module - installed before the driver, or
+    while DKMS's hook had no headers; the .run builds only for the running kernel: the role runs `dkms install` for
+    it (the lab's dkms stand-in keeps dkms 3.0.10's checks and words), the module is there for the next boot, and a
+    second run builds nothing."""
+    play = tmp_path / "role.yml"
+    play.write_text(ROLE_PLAY)
+    built = "/etc/gpuserve-lab/dkms-built"
+    before = host.file(built).content_string
+    assert host.run("mkdir -p /lib/modules/6.8.12-9-pve/build").rc == 0
+    try:
+        first = ansible_playbook(["-i", molecule_inventory(), str(play)])
+        assert first.returncode == 0, first.stdout[-3000:]
+        assert "RESULT boot=6.8.12-9-pve built=6.8.12-9-pve" in first.stdout
+        assert re.search(r"pvehost\s*: ok=\d+\s+changed=1\s", first.stdout), first.stdout[-1500:]
+        assert host.file(built).content_string.split() == before.split() + ["6.8.12-9-pve"]
+        again = ansible_playbook(["-i", molecule_inventory(), str(play)])
+        assert again.returncode == 0, again.stdout[-3000:]
+        assert re.search(r"RESULT boot=6\.8\.12-9-pve built=['\"]?$", again.stdout, re.M), again.stdout[-3000:]
+        assert re.search(r"pvehost\s*: ok=\d+\s+changed=0\s", again.stdout), again.stdout[-1500:]
+    finally:
+        host.run("rm -rf /lib/modules/6.8.12-9-pve && printf %s '%s' > %s" % ("%s", before, built))
+    assert host.file(built).content_string == before
