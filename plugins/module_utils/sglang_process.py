@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -550,9 +551,21 @@ def plan_vs_actual(planned, info, tolerance):
     return record, warning
 
 
-def exec_failure(out, exec_main_status, executable):
-    """systemd's exit status of a failed start added to the failure (status 203/EXEC: the interpreter could not
-    be executed, named as such when the launch wrote no output). Returns ``out``, changed in place."""
+# systemd's exit status 226/NAMESPACE: it could not set up the unit's mount namespace, before SGLang ran at all.
+# Its journal line (systemd 252, Debian 12): "<unit>: Failed to set up mount namespacing: <path>: <error>".
+_NAMESPACING = re.compile(r"Failed to set up \w+ namespacing")
+NAMESPACE_HINT = (
+    "The unit's hardening (NoNewPrivileges, ProtectSystem, ProtectHome, PrivateTmp) needs a mount namespace. A Proxmox "
+    "container without the nesting feature refuses one (its AppArmor profile denies the mounts; systemd says "
+    "'Permission denied'): on the node, `pct set <vmid> --features nesting=1` and restart the container (role "
+    "pve_container: nesting=1 in pve_container_options.features), or set sglang_server_unit_hardening: false. "
+    "Another path in systemd's words is the unit's own (a drop-in naming a path that does not exist).")
+
+
+def exec_failure(out, exec_main_status, executable, journal=""):
+    """systemd's exit status of a failed start added to the failure; when the launch wrote no output, status
+    203/EXEC (the interpreter could not be executed) and 226/NAMESPACE (the unit's sandbox could not be set up: systemd's
+    own line from ``journal``, the unit's journal, is quoted) are named as such. Returns ``out``, changed in place."""
     status = exec_main_status or ""
     if status.isdigit() and out.get("failure") is not None:
         out["failure"]["exit_code"] = int(status)
@@ -560,7 +573,23 @@ def exec_failure(out, exec_main_status, executable):
             out["failure"].update(
                 message="systemd could not execute %s (status 203/EXEC): not an executable" % executable,
                 hint="Check python= (the SGLang venv's interpreter, role sglang_venv) exists and is executable.")
+        elif status == "226" and out.get("stale"):
+            said = [line.strip() for line in (journal or "").splitlines() if _NAMESPACING.search(line)]
+            out["failure"].update(
+                message="systemd could not set up the unit's sandbox (status 226/NAMESPACE), so SGLang never ran%s"
+                        % ((": " + said[-1]) if said else ""),
+                hint=NAMESPACE_HINT)
     return out
+
+
+def unit_journal(unit, lines=20):
+    """The unit's last journal lines (systemd's own words on a failed start), bounded; '' when journalctl fails."""
+    try:
+        p = subprocess.run(["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"],
+                           capture_output=True, text=True, check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return p.stdout if p.returncode == 0 else ""
 
 
 def failure_message(out, launch_id, ready_timeout):

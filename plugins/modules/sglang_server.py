@@ -254,7 +254,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import (
     config_hash, environment_file, exec_failure, failure_message, http_get, keep_running, launch, load_salt, owned_by,
     pid_alive, plan_vs_actual, port_conflict, port_in_use_failure, port_owner, secret_digest, server_info, stop,
-    systemctl, systemd_start, unit_show, watch, write_secret_config, write_state,
+    systemctl, systemd_start, unit_journal, unit_show, watch, write_secret_config, write_state,
 )
 from ansible_collections.gpuserve.sglang.plugins.module_utils.files import read_json, write_private
 
@@ -441,7 +441,8 @@ def main():
             module.warn(warning)
         module.exit_json(**result)
     if systemd and out["status"] == "failed":
-        result.update(exec_failure(out, unit_show(unit).get("ExecMainStatus"), argv[0]))
+        status = unit_show(unit).get("ExecMainStatus")
+        result.update(exec_failure(out, status, argv[0], unit_journal(unit) if status == "226" else ""))
     halt(pid)   # failed or timed out: stopped, so nothing restarts it in a loop
     write_state(state_path, {"pid": None, "config_hash": "", "launch_id": launch_id, "log_path": log_path,
                              "log_offset": offset, "argv": argv, "manager": p["manager"]})

@@ -91,6 +91,29 @@ def test_systemd_203_with_no_output_is_named_as_a_missing_interpreter():
     assert SP.exec_failure({"status": "failed", "failure": None}, "", "/x") == {"status": "failed", "failure": None}
 
 
+def test_systemd_226_with_no_output_is_named_the_units_sandbox_with_systemds_words_and_the_fix():
+    """status 226/NAMESPACE: systemd could not set up the unit's mount namespace (a Proxmox CT without nesting: its
+    AppArmor profile denies the mounts), so SGLang never ran; systemd's own line from the journal is quoted."""
+    journal = ("Starting sglang-llama.service - SGLang llama...\n"
+               "sglang-llama.service: Failed to set up mount namespacing: /run/systemd/unit-root/proc: Permission denied\n"
+               "sglang-llama.service: Main process exited, code=exited, status=226/NAMESPACE\n")
+    out = {"status": "failed", "stale": True, "failure": {"kind": "other", "phase": "args", "message": "exited",
+                                                          "hint": "?"}}
+    SP.exec_failure(out, "226", "/opt/sglang/venv/bin/python", journal)
+    f = out["failure"]
+    assert f["exit_code"] == 226 and f["kind"] == "other"
+    assert f["message"] == ("systemd could not set up the unit's sandbox (status 226/NAMESPACE), so SGLang never ran: "
+                            "sglang-llama.service: Failed to set up mount namespacing: /run/systemd/unit-root/proc: "
+                            "Permission denied")
+    assert "nesting=1" in f["hint"] and "sglang_server_unit_hardening: false" in f["hint"]
+    # without the journal: still named; with output, SGLang ran and its log says why (not the sandbox)
+    out = {"status": "failed", "stale": True, "failure": {"kind": "other", "message": "m", "hint": "h"}}
+    assert SP.exec_failure(out, "226", "/x")["failure"]["message"] == (
+        "systemd could not set up the unit's sandbox (status 226/NAMESPACE), so SGLang never ran")
+    out = {"status": "failed", "stale": False, "failure": {"kind": "kv_pool_oom", "message": "m", "hint": "h"}}
+    assert SP.exec_failure(out, "226", "/x", journal)["failure"]["message"] == "m"
+
+
 def test_failure_message_for_a_timeout_a_failure_and_a_launch_that_wrote_nothing():
     assert SP.failure_message({"status": "timeout", "phase": "cuda_graph"}, "l1", 1800.0) == \
         "SGLang did not become ready within 1800.0s (last phase: cuda_graph); stopped it"
