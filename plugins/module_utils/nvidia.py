@@ -165,29 +165,34 @@ def parse_gpu_information(text):
     return out
 
 
-def _selects(sel, gpu):
-    """Whether selector ``sel`` (a device minor, a UUID or a PCI bus id) names ``gpu`` ({minor, uuid, pci_bus_id})."""
+def _selector(sel):
+    """What selector ``sel`` names a GPU by - ``minor`` (N of /dev/nvidiaN), ``uuid`` (``GPU-...``) or ``pci`` (a bus
+    id) - and its text as given."""
     text = str(sel).strip()
     if isinstance(sel, int) or text.isdigit():
+        return "minor", text
+    return ("uuid" if text.upper().startswith("GPU-") else "pci"), text
+
+
+def _selects(sel, gpu):
+    """Whether selector ``sel`` names ``gpu`` ({minor, uuid, pci_bus_id})."""
+    kind, text = _selector(sel)
+    if kind == "minor":
         return gpu.get("minor") == int(text)
-    if text.upper().startswith("GPU-"):
+    if kind == "uuid":
         return str(gpu.get("uuid", "")).lower() == text.lower()
     return normalize_bus_id(gpu.get("pci_bus_id")) == normalize_bus_id(text)
 
 
 def _unknown_to(sel, gpu):
     """Whether ``gpu`` lacks what selector ``sel`` compares (its minor, or its UUID)."""
-    text = str(sel).strip()
-    if isinstance(sel, int) or text.isdigit():
-        return gpu.get("minor") is None
-    return text.upper().startswith("GPU-") and not gpu.get("uuid")
+    kind = _selector(sel)[0]
+    return gpu.get("minor") is None if kind == "minor" else (kind == "uuid" and not gpu.get("uuid"))
 
 
 def _selector_name(sel):
-    text = str(sel).strip()
-    if isinstance(sel, int) or text.isdigit():
-        return "/dev/nvidia%s" % text
-    return ("UUID %s" if text.upper().startswith("GPU-") else "PCI %s") % text
+    kind, text = _selector(sel)
+    return {"minor": "/dev/nvidia%s", "uuid": "UUID %s", "pci": "PCI %s"}[kind] % text
 
 
 def gpus_problem(facts, selectors, node):
@@ -431,7 +436,9 @@ def read_node(root="/", lib_dirs=LIB_DIRS, free_path="/", uname=None):
     kernels = sorted((n for n in _listdir(at("/lib/modules")) if os.path.isdir(os.path.join(at("/lib/modules"), n))),
                      key=version_key)
     versions = userspace_versions(libs)
-    boot_kernel, boot_pin = (kernels[-1] if kernels else None), None
+    newest = kernels[-1] if kernels else None
+    pve = os.path.exists(at("/usr/bin/pveversion"))
+    boot_kernel, boot_pin = newest, None
     for pin in BOOT_PINS:   # a pin naming a kernel that is not installed is not booted: the next one counts
         named = (_read_bytes(at(pin), 256) or b"").decode("utf-8", "replace").strip()
         if named and named in kernels:
@@ -443,7 +450,7 @@ def read_node(root="/", lib_dirs=LIB_DIRS, free_path="/", uname=None):
         "distribution_version": osr.get("version_id"),
         "kernel": release,
         "architecture": machine,
-        "pve": os.path.exists(at("/usr/bin/pveversion")),
+        "pve": pve,
         "initramfs": os.path.exists(at("/usr/sbin/update-initramfs")),
         "secure_boot": secure_boot_enabled(_read_bytes(os.path.join(efivars, sb_files[0]))) if sb_files else None,
         "free_mib": free_mib,
@@ -452,8 +459,8 @@ def read_node(root="/", lib_dirs=LIB_DIRS, free_path="/", uname=None):
         "userspace_versions": versions,
         "userspace_version": versions[-1] if versions else None,
         "kernels": kernels,
-        "newest_kernel": kernels[-1] if kernels else None,
+        "newest_kernel": newest,
         "boot_kernel": boot_kernel,
         "boot_kernel_pin": boot_pin,
-        "headers_packages": headers_packages(os.path.exists(at("/usr/bin/pveversion")), release, boot_kernel),
+        "headers_packages": headers_packages(pve, release, boot_kernel),
     }
