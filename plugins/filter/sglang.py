@@ -226,9 +226,33 @@ def sglang_router_argv(host, port, policy, prometheus_host=None, prometheus_port
         raise AnsibleFilterError("sglang_router_argv: %s" % e)
 
 
-def sglang_router_problems(host, port, policy, workers, extra=None, keyed=True, public_ok=False):
-    """The role's preflight: what is wrong with the router's settings, each naming its sglang_router_ variable."""
-    return _mu("sglang_router").router_problems(host, port, policy, workers, extra, "sglang_router_", bool(keyed), bool(public_ok))
+def sglang_router_problems(host, port, policy, workers, extra=None, keyed=True, public_ok=False, prometheus_host=None):
+    """What is wrong with the router's settings, each naming its sglang_router_ variable (module_utils.sglang_router)."""
+    return _mu("sglang_router").router_problems(host, port, policy, workers, extra, "sglang_router_", bool(keyed),
+                                                bool(public_ok), prometheus_host)
+
+
+def sglang_unit_value(value, name):
+    """One value for the unit template: control characters refused naming ``name``, ``%`` doubled."""
+    try:
+        return _mu("sglang_argv").unit_value(value, name)
+    except ValueError as exc:
+        raise AnsibleFilterError("sglang_unit_value: %s" % exc)
+
+
+def sglang_unit_problems(values, unit_lists=None):
+    """What the unit template would refuse: values holding a control character, and in the lists named by
+    ``unit_lists`` anything that is not a unit name."""
+    m = _mu("sglang_argv")
+    problems = m.control_problems(values)
+    for name in unit_lists or []:
+        problems.extend(m.unit_name_problems(values.get(name, []), name))
+    return problems
+
+
+def gpuserve_secret_problem(value, name):
+    """Why a key or token cannot be used, naming the variable, or '' (module_utils.files.secret_problem)."""
+    return _mu("files").secret_problem(name, value) or ""
 
 
 class FilterModule(object):
@@ -246,4 +270,6 @@ class FilterModule(object):
                 "pve_vmid_problem": pve_vmid_problem, "lxc_passthrough_check": lxc_passthrough_check,
                 "nvidia_gpus_problem": nvidia_gpus_problem,
                 "lxc_passthrough_access": lxc_passthrough_access, "sglang_router_argv": sglang_router_argv,
-                "sglang_router_problems": sglang_router_problems, "path_entries": path_entries}
+                "sglang_router_problems": sglang_router_problems, "path_entries": path_entries,
+                "gpuserve_secret_problem": gpuserve_secret_problem, "sglang_unit_value": sglang_unit_value,
+                "sglang_unit_problems": sglang_unit_problems}

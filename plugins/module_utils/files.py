@@ -21,6 +21,25 @@ import os
 import uuid
 
 
+# The shortest key or token taken. A shorter one is guessable, and Ansible masks every occurrence of a no_log value
+# in every result: with the key "k", a real failure came back as kind "********v_pool_oom" (#42 item 8).
+MIN_SECRET_LENGTH = 16
+
+
+def secret_problem(name, value):
+    """Why ``value`` cannot be the secret ``name`` (an API key, a Hub token), or None when it is unset or usable."""
+    if value is None or value == "":
+        return None
+    value = str(value)
+    if len(value) < MIN_SECRET_LENGTH:
+        return ("%s is %d characters long: use at least %d (e.g. the output of `openssl rand -hex 24`) - a short one "
+                "is guessable, and Ansible masks every occurrence of it in every result, garbling the facts (a key "
+                "'k' turns kv_pool_oom into ********v_pool_oom)" % (name, len(value), MIN_SECRET_LENGTH))
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return "%s holds a control character (line break, tab, ...): use printable characters only" % name
+    return None
+
+
 def write_private(path, data, mode=0o600, gid=None):
     """Write ``data`` (bytes or str) to ``path`` atomically, never through a link, with ``mode`` (and group ``gid``).
     On a failure the temporary file is removed and the error raised."""

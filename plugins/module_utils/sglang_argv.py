@@ -21,6 +21,8 @@ import ipaddress
 import json
 import re
 
+from .files import secret_problem  # noqa: F401  (the server's api_key rule; re-exported for the module)
+
 SECRET_ARGS = ("api_key", "admin_api_key", "hf_token", "token")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -57,9 +59,91 @@ _NUMERIC = {
 }
 
 
-def validate_args(args):
-    """Problems with the numeric server args, each naming the key, the value and the allowed range (a list)."""
+def word_problem(name, value):
+    """Why one value word of a flag cannot go on a command line, or None: a text beginning with ``-`` (argparse
+    would read it as a flag of its own - ``[info, "--host", "0.0.0.0"]`` after ``--log-level`` rebinds the server,
+    and ``--api-key=...`` puts a secret on argv) or holding a control character (a line break ends a systemd
+    ExecStart= line and starts a directive of its own). Numbers (a negative int or float) are the exception: they
+    are written by us, never parsed as a flag by argparse (it knows no flag that looks like a number)."""
+    if not isinstance(value, str):
+        return None
+    if value.startswith("-"):
+        return ("%s=%r: a value beginning with '-' would reach the program as a flag of its own; give each flag as "
+                "its own key (negative numbers without quotes)" % (name, value))
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return ("%s=%r: the value holds a control character (line break, tab, ...); use printable characters only"
+                % (name, value))
+    return None
+
+
+_UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.(service|socket|target|mount|device|path|timer|slice|scope|swap|automount)$")
+
+
+def control_problems(values):
+    """Problems with values bound for a systemd unit, a config file or a command line (a mapping: variable name ->
+    value; a list is checked item by item): each one holding a control character is named. A line break in a value
+    written into a unit starts a directive of its own (``ExecStartPre=+...`` runs as root)."""
     problems = []
+    for name in sorted(values or {}, key=str):
+        value = values[name]
+        for item in (value if isinstance(value, (list, tuple)) else [value]):
+            if isinstance(item, str) and any(ord(c) < 32 or ord(c) == 127 for c in item):
+                problems.append("%s=%r holds a control character (line break, tab, ...): it would end a line of the "
+                                "unit or config file and start one of its own; use printable characters only"
+                                % (name, item))
+                break
+    return problems
+
+
+def unit_value(value, name):
+    """``value`` made safe for one systemd unit setting or comment (what the unit template writes): a control
+    character is refused (ValueError naming ``name``), ``%`` is doubled so no specifier is expanded."""
+    problems = control_problems({name: value})
+    if problems:
+        raise ArgvError(problems[0])
+    return str(value).replace("%", "%%")
+
+
+def unit_name_problems(names, name):
+    """Problems with a list of systemd unit names bound for After=/Requires= (each one word with a unit suffix)."""
+    if not isinstance(names, (list, tuple)):
+        return ["%s=%r: a list of unit names such as [nvidia-persistenced.service]" % (name, names)]
+    bad = [u for u in names if not isinstance(u, str) or not _UNIT_NAME.match(u)]
+    if bad:
+        return ["%s: %r is not a unit name (letters, digits, ':', '_', '.', '@', '-' and a suffix such as .service)"
+                % (name, bad[0])]
+    return []
+
+
+def value_problems(values, prefix="args."):
+    """Problems with the words a mapping of flags would put on a command line (``prefix`` + key names each), for
+    the server's args and the router's extra args alike: every scalar and every list item is checked by
+    ``word_problem``; a nested list or mapping is refused."""
+    problems = []
+    for key in sorted(values or {}, key=str):
+        value = values[key]
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            if isinstance(item, (list, tuple, dict)):
+                problems.append("%s%s: a list item cannot be a list or mapping; give plain values" % (prefix, key))
+                break
+            problem = word_problem("%s%s" % (prefix, key), item)
+            if problem:
+                problems.append(problem)
+                break
+    return problems
+
+
+def validate_args(args):
+    """Problems with the server args, each naming the key, the value and the allowed range or the fix (a list):
+    names that are not flags, value words that would become flags (``value_problems``), numbers out of range."""
+    problems = []
+    for key in sorted(args or {}, key=str):
+        if not isinstance(key, str) or not _NAME.match(key):
+            problems.append("args key %r is not an SGLang ServerArgs name (snake_case, e.g. tp_size)" % (key,))
+    if problems:
+        return problems
+    problems.extend(value_problems(args))
     for key in sorted(args or {}):
         if key not in _NUMERIC or args[key] is None:
             continue
@@ -137,7 +221,8 @@ def server_argv(python, model_path, args, module="sglang.launch_server", config_
         raise ArgvError("python: the venv interpreter path is required")
     if not model_path:
         raise ArgvError("model_path: the model directory (or repo id) is required")
-    problems = validate_args(args)
+    problems = control_problems({"python": python, "model_path": model_path, "config_file": config_file or ""})
+    problems += validate_args(args)
     if problems:
         raise ArgvError("; ".join(problems))
     argv = [python, "-m", module, "--model-path", str(model_path)]
@@ -175,6 +260,9 @@ def server_argv(python, model_path, args, module="sglang.launch_server", config_
 
 
 def _scalar(key, value):
+    problem = word_problem("args." + key, value)
+    if problem:
+        raise ArgvError(problem)
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, (int, str)):

@@ -26,7 +26,7 @@ import time
 from http.client import HTTPConnection, HTTPException, HTTPSConnection
 from urllib.parse import quote, urlsplit
 
-from .sglang_argv import is_loopback
+from .sglang_argv import is_loopback, value_problems, word_problem
 
 POLICIES = ("cache_aware", "round_robin", "power_of_two", "random")
 _URL = re.compile(r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})/?$")
@@ -50,10 +50,19 @@ def normalize_url(url):
     return str(url).rstrip("/")
 
 
-def router_problems(host, port, policy, workers, extra=None, prefix="", keyed=True, public_ok=False):
+def router_problems(host, port, policy, workers, extra=None, prefix="", keyed=True, public_ok=False,
+                    prometheus_host=None):
     """What is wrong with the router's settings, each naming its setting (``prefix`` + its name, e.g. the role's
-    ``sglang_router_``), or []. ``keyed``/``public_ok``: a bind beyond loopback needs a key unless allowed."""
+    ``sglang_router_``), or []. ``keyed``/``public_ok``: a bind beyond loopback needs a key unless allowed. Every
+    word that reaches the command line (the bind addresses, the extra args) is checked as the server's are: none
+    may begin with ``-`` or hold a control character (``sglang_argv.word_problem``)."""
     problems = []
+    for name, value in (("host", host), ("prometheus_host", prometheus_host)):
+        problem = word_problem(prefix + name, value) if value is not None else None
+        if problem is None and value is not None and not re.match(r"^[A-Za-z0-9.:\[\]-]+$", str(value)):
+            problem = ("%s%s=%r: an IP address or host name (letters, digits, '.', ':', '-')" % (prefix, name, value))
+        if problem:
+            problems.append(problem)
     if policy not in POLICIES:
         problems.append("%spolicy=%r: one of %s" % (prefix, policy, ", ".join(POLICIES)))
     if not re.match(r"^[0-9]{1,5}$", str(port)) or not 0 < int(port) < 65536:
@@ -72,6 +81,7 @@ def router_problems(host, port, policy, workers, extra=None, prefix="", keyed=Tr
             if key in _OWN or not re.match(r"^[a-z][a-z0-9_]*$", str(key)):
                 problems.append("%sextra_args: extra %r is not a router flag in snake_case the role leaves to you "
                                 "(not %s)" % (prefix, key, ", ".join(_OWN)))
+        problems.extend(value_problems(extra or {}, prefix="%sextra_args." % prefix))
     if not keyed and not public_ok and not is_loopback(host):
         problems.append("%shost=%s without %sapi_key: anyone on the network could use the GPUs; set %sapi_key (the "
                         "key of the replicas) or bind 127.0.0.1" % (prefix, host, prefix, prefix))
@@ -82,7 +92,7 @@ def router_argv(host, port, policy, workers, prometheus_host=None, prometheus_po
     """The router's command-line arguments (for ``parse_router_args``), without the key: a list of strings.
     ``extra``: other router flags in snake_case (``health_check_interval_secs: 5`` -> ``--health-check-interval-secs
     5``; ``true`` -> the bare flag, ``false``/None -> left out; a list -> the flag then each item)."""
-    problems = router_problems(host, port, policy, workers, extra)
+    problems = router_problems(host, port, policy, workers, extra, prometheus_host=prometheus_host)
     if problems:
         raise RouterError("; ".join(problems))
     argv = ["--host", str(host), "--port", str(int(port)), "--policy", policy]

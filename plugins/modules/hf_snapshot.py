@@ -295,6 +295,7 @@ import os
 import pwd
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils.files import secret_problem
 from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_files import (
     MANIFEST, PROGRESS, HubError, repo_id_problem, revision_problem)
 from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_hub import (
@@ -344,6 +345,9 @@ def main():
         token = read_token(p["token"], p["token_file"])
         if token and p["token_file"]:
             module.no_log_values.add(token)
+        short = secret_problem("the token in token_file=%s" % p["token_file"] if p["token_file"] else "token", token)
+        if short:
+            raise HubError("input", short)
         if p["owner"]:
             try:
                 user = pwd.getpwnam(p["owner"])

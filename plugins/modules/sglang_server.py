@@ -66,7 +66,7 @@ options:
     default: {}
   api_key:
     description:
-      - API key SGLang requires on every endpoint but C(/health*) and C(/metrics).
+      - API key SGLang requires on every endpoint but C(/health*) and C(/metrics). At least 16 characters.
       - Written to O(config_file), which SGLang reads with C(--config) (SGLang 0.5.9 takes the key only from
         C(--api-key) or that file, and no environment variable); never in argv, never returned.
     type: str
@@ -249,7 +249,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import (
-    SECRET_ARGS, ArgvError, config_text, helper_rank, is_loopback, local_url, server_argv,
+    SECRET_ARGS, ArgvError, config_text, helper_rank, is_loopback, local_url, secret_problem, server_argv,
 )
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import (
     config_hash, environment_file, exec_failure, failure_message, http_get, keep_running, launch, load_salt, owned_by,
@@ -345,6 +345,9 @@ def main():
         module.fail_json(msg="host=%s exposes the server beyond this machine without an API key: set api_key (role: "
                              "sglang_server_api_key) or, knowingly, allow_public_without_api_key (role: "
                              "sglang_server_public_without_api_key); nothing was launched" % p["host"], **result)
+    short = secret_problem("api_key", p["api_key"])
+    if short:
+        module.fail_json(msg=short + "; nothing was launched", **result)
     config_file = p["config_file"] or os.path.join(os.path.dirname(env_file) if systemd else state_dir, name + ".yaml")
     try:
         argv = server_argv(p["python"], p["model_path"], args, config_file=config_file if p["api_key"] else None)

@@ -170,14 +170,14 @@ def test_the_api_key_locks_the_server_and_stays_out_of_argv_environment_and_outp
 
 
 def test_the_config_hash_knows_a_new_key_without_being_a_hash_of_it(server):
-    first = run_module(M, scen(server, "ready_tp1_dense", api_key="key-one"))
+    first = run_module(M, scen(server, "ready_tp1_dense", api_key="key-one-0123456789"))
     assert first["status"] == "ready"
-    same = run_module(M, scen(server, "ready_tp1_dense", api_key="key-one"))
+    same = run_module(M, scen(server, "ready_tp1_dense", api_key="key-one-0123456789"))
     assert same["changed"] is False and same["config_hash"] == first["config_hash"]
-    other = run_module(M, scen(server, "ready_tp1_dense", api_key="key-two"))
+    other = run_module(M, scen(server, "ready_tp1_dense", api_key="key-two-0123456789"))
     assert other["changed"] is True and other["config_hash"] != first["config_hash"]
-    assert get(server["port"], "/v1/models", "key-one")[0] == 401
-    assert get(server["port"], "/v1/models", "key-two")[0] == 200
+    assert get(server["port"], "/v1/models", "key-one-0123456789")[0] == 401
+    assert get(server["port"], "/v1/models", "key-two-0123456789")[0] == 200
     # the digest is keyed by a per-target salt (root-only), so the hash cannot be recomputed from a guessed key
     salt = os.path.join(server["state_dir"], ".secret-salt")
     assert os.stat(salt).st_mode & 0o777 == 0o600 and os.path.getsize(salt) >= 32
@@ -476,3 +476,21 @@ def test_a_failing_rank_stops_the_other_and_is_named_with_its_own_facts(server, 
     finally:
         for a in ranks:
             run_module(M, {"name": a["name"], "manager": "process", "state": "stopped", "state_dir": a["state_dir"]})
+
+
+def test_a_smuggled_flag_or_a_short_key_is_refused_and_the_running_server_keeps_serving(server):
+    """#42 items 1 and 8, with the module as a user runs it (manager=process): a list value that would put
+    ``--host 0.0.0.0`` (or a key) on argv, and a one-character key, are refused before anything is stopped."""
+    first = run_module(M, scen(server, "ready_tp1_dense"))
+    assert first["status"] == "ready", first.get("msg")
+    for args in ({"log_level": ["info", "--host", "0.0.0.0"]}, {"log_level": ["info", "--api-key=secret-in-argv"]}):
+        r = run_module(M, scen(server, "ready_tp1_dense", args=args))
+        assert r["failed"] is True and r["changed"] is False, r
+        assert "args.log_level='--" in r["msg"] and "would reach the program as a flag of its own" in r["msg"]
+    short = run_module(M, scen(server, "ready_tp1_dense", api_key="Z"))
+    assert short["failed"] is True and "api_key is 1 characters long: use at least 16" in short["msg"]
+    assert short["changed"] is False
+    assert os.path.exists("/proc/%d" % first["pid"])
+    assert get(server["port"], "/health")[0] == 200
+    again = run_module(M, scen(server, "ready_tp1_dense"))
+    assert again["changed"] is False and again["pid"] == first["pid"]

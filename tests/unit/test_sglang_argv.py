@@ -133,3 +133,46 @@ def test_a_launchs_args_are_read_back_from_its_argv_exactly():
 ])
 def test_a_rank_other_than_0_of_several_nodes_serves_no_api(args, helper):
     assert A.helper_rank(args) is helper
+
+
+# Security round 2 (#42 item 1): a list value turned into raw argv words let a value smuggle a flag of its own;
+# SGLang's argparse keeps the last --host, so the bind guard and the key rule were bypassed.
+@pytest.mark.parametrize("args, needle", [
+    ({"log_level": ["info", "--host", "0.0.0.0"]}, "args.log_level='--host'"),
+    ({"log_level": ["info", "--api-key=secret"]}, "args.log_level='--api-key=secret'"),
+    ({"served_model_name": "-x"}, "args.served_model_name='-x'"),
+    ({"served_model_name": "q\nExecStartPre=+/bin/true"}, "control character"),
+    ({"chunked_prefill_size": "-1"}, "args.chunked_prefill_size='-1'"),
+    ({"log_level": [["info"]]}, "args.log_level: a list item cannot be a list"),
+    ({"--host": "0.0.0.0"}, "args key '--host' is not an SGLang ServerArgs name"),
+])
+def test_a_value_word_that_would_be_a_flag_is_refused_before_argv_exists(args, needle):
+    problems = A.validate_args(args)
+    assert problems and needle in problems[0], problems
+    with pytest.raises(A.ArgvError) as exc:
+        A.server_argv("/p", "/m", args)
+    assert needle in str(exc.value)
+
+
+def test_negative_numbers_and_ordinary_lists_still_reach_argv_as_words():
+    argv = A.server_argv("/p", "/m", {"chunked_prefill_size": -1, "cuda_graph_bs": [1, 2, 4],
+                                      "served_model_name": "qwen-3"})
+    assert argv[5:] == ["--chunked-prefill-size", "-1", "--cuda-graph-bs", "1", "2", "4",
+                        "--served-model-name", "qwen-3"]
+    assert A.validate_args({"json_model_override_args": '{"rope_scaling": {"factor": -1}}'}) == []
+
+
+@pytest.mark.parametrize("value, needle", [
+    ("Z", "api_key is 1 characters long: use at least 16"),
+    ("0123456789abcde", "api_key is 15 characters long"),
+    ("0123456789abcdef\n", "api_key holds a control character"),
+])
+def test_a_short_key_is_refused_naming_the_variable_never_the_key(value, needle):
+    problem = A.secret_problem("api_key", value)
+    assert problem and needle in problem
+    assert value.strip() not in problem.replace("api_key", "")
+
+
+def test_a_key_of_16_characters_or_none_is_fine():
+    assert A.secret_problem("api_key", "0123456789abcdef") is None
+    assert A.secret_problem("api_key", None) is None and A.secret_problem("api_key", "") is None

@@ -95,3 +95,25 @@ def test_router_problems_name_the_roles_variables_and_the_public_bind_rule():
     assert R.router_problems("127.0.0.1", 30080, "round_robin", [], keyed=False) == []
     assert R.router_problems("0.0.0.0", 30080, "round_robin", [], keyed=False, public_ok=True) == []
     assert R.router_problems("0.0.0.0", "80a", "round_robin", "http://a:1")[:1] == ["port=80a: a TCP port, 1-65535"]
+
+
+@pytest.mark.parametrize("kw,needle", [
+    # #42 item 1: the same smuggling as the server's, and the exporter's bind never checked
+    ({"extra": {"health_check_interval_secs": [10, "--host", "0.0.0.0"]}},
+     "sglang_router_extra_args.health_check_interval_secs='--host'"),
+    ({"extra": {"log_dir": "--api-key=x"}}, "sglang_router_extra_args.log_dir='--api-key=x'"),
+    ({"extra": {"log_dir": "/var/log/r\n--host"}}, "control character"),
+    ({"prometheus_host": "--host"}, "sglang_router_prometheus_host='--host'"),
+    ({"prometheus_host": "0.0.0.0 --host"}, "sglang_router_prometheus_host='0.0.0.0 --host': an IP address"),
+    ({"host": "-h"}, "sglang_router_host='-h'"),
+])
+def test_a_router_value_that_would_be_a_flag_is_named_by_the_preflight_and_refused_by_argv(kw, needle):
+    a = {"host": "127.0.0.1", "port": 30080, "policy": "cache_aware", "workers": []}
+    a.update(kw)
+    problems = R.router_problems(a["host"], a["port"], a["policy"], a["workers"], a.get("extra"),
+                                 prefix="sglang_router_", prometheus_host=a.get("prometheus_host"))
+    assert any(needle in p for p in problems), problems
+    with pytest.raises(R.RouterError, match=needle.replace("sglang_router_", "").replace("(", r"\(")
+                       .replace("[", r"\[").replace("+", r"\+")):
+        R.router_argv(a["host"], a["port"], a["policy"], a["workers"], prometheus_host=a.get("prometheus_host"),
+                      prometheus_port=29000 if a.get("prometheus_host") else None, extra=a.get("extra"))

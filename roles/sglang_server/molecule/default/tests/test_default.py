@@ -6,7 +6,7 @@ testinfra_hosts = ["ansible://pvehost"]
 
 UNIT = "sglang-llama.service"
 NAME = "llama \"8b\" it's $HOME %h `x`"
-KEY = "lab-key-5f3a9c"
+KEY = "lab-key-5f3a9c0d8e71"
 
 
 def ct(host, *argv):
