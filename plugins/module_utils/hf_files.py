@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import fcntl
 import fnmatch
 import hashlib
@@ -18,6 +19,7 @@ import json
 import os
 import re
 import socket
+import stat
 import threading
 import time
 
@@ -104,56 +106,97 @@ def check_relpath(local_dir, name):
     return os.path.join(local_dir, name)
 
 
-def _open_nofollow(path, flags, mode=0o644):
+def _open_nofollow(path, flags, mode=0o644, dir_fd=None):
     """Open a file we write or read back, never through a symlink planted in its place."""
-    return os.fdopen(os.open(path, flags | os.O_NOFOLLOW, mode), "rb" if flags == os.O_RDONLY else "ab")
+    return os.fdopen(os.open(path, flags | os.O_NOFOLLOW, mode, dir_fd=dir_fd), "rb" if flags == os.O_RDONLY else "ab")
+
+
+def open_parent_beneath(dest, relpath):
+    """(descriptor, name): the directory ``dest`` (= <model directory>/``relpath``) is written in, reached from the
+    model directory one component at a time, each made when missing and opened relative to its parent's descriptor
+    with O_NOFOLLOW. The names were checked before the run wrote anything (check_relpath), but the model's owner
+    can write in the directory meanwhile: a link swapped into an intermediate directory is refused here (HubError
+    unsafe_path), never followed - with a path it sent root's write elsewhere."""
+    parts = relpath.split("/")
+    if not dest.endswith("/" + relpath):
+        raise ValueError("%s is not <directory>/%s" % (dest, relpath))
+    fd = os.open(dest[:len(dest) - len(relpath) - 1] or "/", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for comp in parts[:-1]:
+            try:
+                os.mkdir(comp, 0o755, dir_fd=fd)
+            except OSError as e:
+                if e.errno != errno.EEXIST:
+                    raise
+            nfd = os.open(comp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except OSError as e:
+        os.close(fd)
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise HubError("unsafe_path", "%s: a directory on its way (%s) is now a link or not a directory - changed "
+                                          "in the model directory while this run wrote it; refused, nothing written "
+                                          "through it" % (dest, relpath))
+        raise
+    return fd, parts[-1]
 
 
 def partial_size(part, size):
     """Bytes of an earlier partial copy worth continuing (one longer than the file is removed: start over)."""
-    have = os.path.getsize(part) if os.path.exists(part) else 0
-    if have > size:
+    try:
+        st = os.lstat(part)
+    except OSError:
+        return 0
+    have = st.st_size if stat.S_ISREG(st.st_mode) else 0
+    if have > size or not stat.S_ISREG(st.st_mode):
         os.remove(part)
         return 0
     return have
 
 
 def receive(part, dest, entry, read, have, progress, read_error, integrity_message):
-    """Write a file through `part`: keep its first `have` bytes (0: start over), append what read(n) yields (read
-    None: nothing left to read), hash the whole file while writing, and rename it to dest only when size and hash
-    match the entry. read_error(exc, bytes_done) and integrity_message(size, got, want) word the failures.
-    Returns the bytes read."""
+    """Write a file through `part` (``dest`` + a suffix): keep its first `have` bytes (0: start over), append what
+    read(n) yields (read None: nothing left to read), hash the whole file while writing, and rename it to dest only
+    when size and hash match the entry. read_error(exc, bytes_done) and integrity_message(size, got, want) word the
+    failures. Every operation is relative to the descriptor of dest's directory (open_parent_beneath). Returns the
+    bytes read."""
+    if not part.startswith(dest):
+        raise ValueError("%s is not %s + a suffix" % (part, dest))
     h = _hasher(entry)
-    if have:
-        with _open_nofollow(part, os.O_RDONLY) as f:
-            for c in iter(lambda: f.read(CHUNK), b""):
-                h.update(c)
-    parent = os.path.dirname(dest)
-    if parent and not os.path.isdir(parent):
-        os.makedirs(parent)
-    moved = 0
-    with _open_nofollow(part, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if have else os.O_TRUNC)) as out:
-        if read is not None:
-            try:
-                for c in iter(lambda: read(CHUNK), b""):
-                    out.write(c)
+    pfd, name = open_parent_beneath(dest, entry["path"])
+    part_name = name + part[len(dest):]
+    try:
+        if have:
+            with _open_nofollow(part_name, os.O_RDONLY, dir_fd=pfd) as f:
+                for c in iter(lambda: f.read(CHUNK), b""):
                     h.update(c)
-                    moved += len(c)
-                    if progress:
-                        progress(len(c))
-            except (HTTPException, OSError) as e:
-                raise read_error(e, have + moved)
-    size = os.path.getsize(part)
-    if read is not None and size < entry["size"]:
-        # the stream ended early (a reset that http.client reports as EOF, not IncompleteRead): a broken transfer,
-        # not a bad file - the partial copy is kept and the next attempt continues it with Range
-        raise read_error(EOFError("the connection closed after %d of %d bytes" % (size, entry["size"])), size)
-    want = entry.get("sha256") or entry.get("oid")
-    got = h.hexdigest()
-    if size != entry["size"] or (want and got != want):
-        os.remove(part)
-        raise HubError("integrity", integrity_message(size, got, want))
-    os.rename(part, dest)
+        moved = 0
+        with _open_nofollow(part_name, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if have else os.O_TRUNC),
+                            dir_fd=pfd) as out:
+            if read is not None:
+                try:
+                    for c in iter(lambda: read(CHUNK), b""):
+                        out.write(c)
+                        h.update(c)
+                        moved += len(c)
+                        if progress:
+                            progress(len(c))
+                except (HTTPException, OSError) as e:
+                    raise read_error(e, have + moved)
+            out.flush()
+            size = os.fstat(out.fileno()).st_size
+        if read is not None and size < entry["size"]:
+            # the stream ended early (a reset that http.client reports as EOF, not IncompleteRead): a broken transfer,
+            # not a bad file - the partial copy is kept and the next attempt continues it with Range
+            raise read_error(EOFError("the connection closed after %d of %d bytes" % (size, entry["size"])), size)
+        want = entry.get("sha256") or entry.get("oid")
+        got = h.hexdigest()
+        if size != entry["size"] or (want and got != want):
+            os.remove(part_name, dir_fd=pfd)
+            raise HubError("integrity", integrity_message(size, got, want))
+        os.rename(part_name, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+    finally:
+        os.close(pfd)
     return moved
 
 

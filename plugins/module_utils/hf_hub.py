@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import stat
 import re
 import shutil
 import threading
@@ -95,14 +96,27 @@ def open_source(p, token, check_mode=False, which=shutil.which):
 
 def repair_owner(top, uid, gid, check_mode=False):
     """Give everything under top (links themselves, not their targets) to uid:gid; whether anything was (check
-    mode: would be) changed."""
+    mode: would be) changed.
+
+    The owner account can write in the directory while this runs as root, so nothing is changed by a path it could
+    swap: the tree is walked with directory file descriptors (``os.fwalk``, links not followed, each directory checked
+    to be the one listed) and each entry is changed relative to its directory's descriptor with
+    ``follow_symlinks=False`` - a subdirectory swapped for a link between the listing and the change moves the link's
+    own owner, never a file outside the model directory (with ``os.walk`` and a chown by path it did)."""
     changed = False
-    for root, dirs, files in os.walk(top):
-        for name in [root] + [os.path.join(root, n) for n in dirs + files]:
-            st = os.lstat(name)
+    st = os.stat(top, follow_symlinks=False)
+    if stat.S_ISLNK(st.st_mode):
+        raise HubError("input", "%s is a link: the model directory must be a directory, not a link to one" % top)
+    if (st.st_uid, st.st_gid) != (uid, gid):
+        if not check_mode:
+            os.chown(top, uid, gid, follow_symlinks=False)
+        changed = True
+    for _root, dirs, files, dirfd in os.fwalk(top, follow_symlinks=False):
+        for name in dirs + files:
+            st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
             if (st.st_uid, st.st_gid) != (uid, gid):
                 if not check_mode:
-                    os.lchown(name, uid, gid)
+                    os.chown(name, uid, gid, dir_fd=dirfd, follow_symlinks=False)
                 changed = True
     return changed
 

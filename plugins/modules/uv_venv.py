@@ -252,6 +252,12 @@ removed:
   returned: always
   type: list
   elements: str
+setid_cleared:
+  description: Files and directories of the build whose set-user-id, set-group-id or sticky bit was cleared when it
+    was sealed (a warning names them too); a build sealed root's never keeps one.
+  returned: when a build was sealed
+  type: list
+  elements: str
 """
 
 import collections
@@ -264,7 +270,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import (
     VERIFY_CODE, BuildProgress, build_id, decide, gpu_view, imports_fingerprint, install_steps, parse_lock, parse_verify,
-    prune, read_imports_cache, read_marker, run_streaming, seal, write_imports_cache, write_marker)
+    SealError, prune, read_imports_cache, read_marker, run_streaming, seal, write_imports_cache, write_marker)
 from ansible_collections.gpuserve.sglang.plugins.module_utils.files import write_json
 
 
@@ -399,6 +405,18 @@ def find_interpreter(module, b, p):
     return b.last_out.strip().splitlines()[-1]
 
 
+def sealed_setid(module, build_dir, result):
+    """Seal the build (root's, read-only, no set-id bit); name every file whose set-id or sticky bit was cleared."""
+    try:
+        cleared = seal(build_dir)
+    except SealError as e:
+        module.fail_json(msg="%s; the venv in service is untouched" % e, **result)
+    result["setid_cleared"] = cleared
+    if cleared:
+        module.warn("the build held set-id or sticky bits, cleared when it was sealed (a package does not need them; "
+                    "something in the build made them): %s" % ", ".join(cleared[:10]))
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -515,12 +533,12 @@ def main():
             shutil.rmtree(build_dir, ignore_errors=True)
             result.update(changed=False, build=active_id, build_path=active_target)
             module.fail_json(msg="%s; the venv in service (%s) is untouched" % (failure, active_target or "none"), **result)
-        seal(build_dir)
+        sealed_setid(module, build_dir, result)
         write_marker(build_dir, dict(build=wanted, lock_sha256=lock_sha, python=py_version, packages=p["packages"],
                                      packages_no_deps=p["packages_no_deps"], extra=p["extra"], created=time.time(),
                                      sealed=True))
     elif not ((marker or {}).get("sealed") and os.lstat(build_dir).st_uid == 0):
-        seal(build_dir)          # switching back to (or keeping) a build made before builds were sealed
+        sealed_setid(module, build_dir, result)   # switching back to (or keeping) a build made before sealing
         write_marker(build_dir, dict(marker, sealed=True))
 
     if action == "seal" and active_id == wanted:

@@ -129,3 +129,60 @@ def test_a_revision_that_cannot_be_a_ref_is_named(rev):
 @pytest.mark.parametrize("rev", ["main", "v1.0", "refs/pr/3", "cddbd3b36b67d5afd1f423f823c0254f263ad48c", "release/2026-11"])
 def test_real_revisions_pass(rev):
     assert F.revision_problem(rev) is None
+
+
+def test_an_intermediate_directory_swapped_for_a_link_after_the_check_sends_no_write_outside(tmp_path):
+    """#42 item 3: names are checked first and written later; the model's owner (not root) can swap a subdirectory
+    for a link in between. O_NOFOLLOW on the last component alone let root's write follow it; each component is now
+    opened relative to its parent's descriptor."""
+    model = tmp_path / "model"
+    model.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dest = F.check_relpath(str(model), "onnx/weights.bin")          # checked while onnx/ did not exist yet
+    (model / "onnx").symlink_to(outside)                              # ... then planted by the owner
+    entry = {"path": "onnx/weights.bin", "size": 5, "sha256": hashlib.sha256(b"owned").hexdigest()}
+    data = iter([b"owned", b""])
+    with pytest.raises(F.HubError) as exc:
+        F.receive(dest + ".incomplete", dest, entry, lambda n: next(data), 0, None, lambda e, d: e, lambda *a: "bad")
+    assert exc.value.kind == "unsafe_path" and "onnx/weights.bin" in str(exc.value)
+    assert os.listdir(str(outside)) == []
+
+
+def test_receive_makes_missing_directories_beneath_the_model_and_renames_in_place(tmp_path):
+    dest = F.check_relpath(str(tmp_path), "a/b/c.json")
+    entry = {"path": "a/b/c.json", "size": 2, "sha256": hashlib.sha256(b"{}").hexdigest()}
+    data = iter([b"{}", b""])
+    assert F.receive(dest + ".incomplete", dest, entry, lambda n: next(data), 0, None, lambda e, d: e,
+                     lambda *a: "bad") == 2
+    assert (tmp_path / "a" / "b" / "c.json").read_bytes() == b"{}"
+    assert not (tmp_path / "a" / "b" / "c.json.incomplete").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown)")
+def test_repair_owner_never_chowns_outside_through_a_directory_swapped_for_a_link(tmp_path, monkeypatch):
+    """#42 item 3: with os.walk + chown by path, a subdirectory swapped for a link between the listing and the chown
+    gave a file outside the model directory to the owner. Reproduced here by swapping it at the moment the walk
+    lists the subdirectory; the walk by descriptors changes the link itself, never what it points at."""
+    model = tmp_path / "model"
+    (model / "sub").mkdir(parents=True)
+    (model / "sub" / "victim").write_text("model file")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim").write_text("root's")
+    swapped = []
+
+    def racing(real):
+        def walk(top, *a, **kw):
+            for item in real(top, *a, **kw):
+                if item[0] == str(model / "sub") and not swapped:   # sub listed: now the owner swaps it for a link
+                    os.rename(str(model / "sub"), str(tmp_path / "sub-moved"))
+                    os.symlink(str(outside), str(model / "sub"))
+                    swapped.append(True)
+                yield item
+        return walk
+    monkeypatch.setattr(H.os, "walk", racing(os.walk))       # what the repair walked with before
+    monkeypatch.setattr(H.os, "fwalk", racing(os.fwalk))
+    assert H.repair_owner(str(model), 65534, 65534) is True and swapped
+    assert os.stat(str(outside / "victim")).st_uid == 0 and os.stat(str(outside)).st_uid == 0
+    assert os.stat(str(tmp_path / "sub-moved" / "victim")).st_uid == 65534   # the model's file, where it went

@@ -1,5 +1,8 @@
 """module_utils/uv_venv: lock parsing, build identity, what to do, pruning, flash-attn wheel checks, MAX_JOBS."""
 import os
+import pwd
+import shutil
+import subprocess
 import stat
 
 import pytest
@@ -237,3 +240,57 @@ def test_the_gpu_view_is_the_nvidia_nodes_and_the_driver_version(tmp_path):
     assert uv.gpu_view(str(dev), str(version)) == {
         "nodes": ["nvidia-uvm", "nvidia1", "nvidiactl"], "driver": "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.126.09"}
     assert uv.gpu_view(str(tmp_path / "nodev"), str(tmp_path / "noversion")) == {"nodes": [], "driver": None}
+
+
+def _world_readable_dir():
+    """A directory the account nobody can traverse (pytest's tmp_path is 0700, root's)."""
+    import tempfile  # pylint: disable=import-outside-toplevel
+    d = tempfile.mkdtemp(prefix="gpuserve-seal-", dir="/var/tmp")
+    os.chmod(d, 0o755)
+    return d
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"), reason="needs root and runuser")
+def test_a_set_id_file_the_service_made_is_not_sealed_into_a_set_id_root_program():
+    """#42 item 2: seal lchown'ed (the kernel clears the s-bits) then chmod'ed the old mode minus 022, which put them
+    back: a file the service made 06777 became root:root 06755 and `runuser -u nobody -- evil` ran with euid 0."""
+    top = _world_readable_dir()
+    try:
+        build = os.path.join(top, "build")
+        os.makedirs(os.path.join(build, "bin"), 0o755)
+        evil = os.path.join(build, "bin", "evil")
+        shutil.copy("/usr/bin/id", evil)
+        nobody = pwd.getpwnam("nobody")
+        for path in (build, os.path.join(build, "bin"), evil):
+            os.chown(path, nobody.pw_uid, nobody.pw_gid)
+        os.chmod(evil, 0o6777)
+        os.chmod(os.path.join(build, "bin"), 0o3777)        # set-gid and sticky on a directory too
+        cleared = uv.seal(build)
+        assert sorted(cleared) == sorted([os.path.join(build, "bin"), evil])
+        assert stat.S_IMODE(os.stat(evil).st_mode) == 0o755 and os.stat(evil).st_uid == 0
+        assert stat.S_IMODE(os.stat(os.path.join(build, "bin")).st_mode) == 0o755
+        out = subprocess.run(["runuser", "-u", "nobody", "--", evil, "-u"], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == str(nobody.pw_uid)
+        assert uv.seal(build) == []                          # sealed again: nothing left to clear
+    finally:
+        shutil.rmtree(top)
+
+
+def test_seal_changes_a_linked_directory_never_its_target_and_refuses_a_fifo(tmp_path):
+    """Nothing is changed by a path the service could swap: a directory that is a link is re-owned itself, what it
+    points at keeps its owner and mode; a FIFO in a build (a venv never holds one) is named, not opened blocking."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "shadow"
+    secret.write_text("x")
+    os.chmod(str(secret), 0o4666)
+    build = tmp_path / "build"
+    (build / "lib").mkdir(parents=True)
+    os.symlink(str(outside), str(build / "lib" / "site"))
+    before = os.stat(str(secret))
+    uv.seal(str(build))
+    after = os.stat(str(secret))
+    assert (after.st_mode, after.st_uid) == (before.st_mode, before.st_uid)
+    os.mkfifo(str(build / "lib" / "pipe"))
+    with pytest.raises(uv.SealError, match=r"lib/pipe: the build made a FIFO"):
+        uv.seal(str(build))
