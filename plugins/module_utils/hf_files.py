@@ -80,6 +80,27 @@ def _hasher(entry):
     return hashlib.sha1(("blob %d\0" % entry["size"]).encode())
 
 
+NAME_MAX = 255              # bytes in one file name (Linux file systems)
+PART_SUFFIX = ".incomplete"  # a file is written under its name + this, then renamed
+
+
+def unique_listing(listed, where):
+    """The file list without repeats: an entry listed twice the same is taken once; a name listed twice with another
+    size or hash is refused (HubError unsafe_path) - which one would be served?"""
+    seen, out = {}, []
+    for f in listed:
+        key = (f["path"], f.get("size"), f.get("sha256") or f.get("oid"))
+        if f["path"] in seen:
+            if seen[f["path"]] != key:
+                raise HubError("unsafe_path", "the file list of %s names %r twice, with different sizes or hashes: "
+                                              "refused before anything was written or removed; the repo or the source "
+                                              "manifest is broken or hostile" % (where, f["path"]))
+            continue
+        seen[f["path"]] = key
+        out.append(f)
+    return out
+
+
 def check_relpath(local_dir, name):
     """Refuse a file name from a listing (the Hub's tree, a source manifest) that could leave local_dir: absolute,
     ``..`` / ``.`` / empty components, backslashes, NUL or other control characters, or a path that resolves
@@ -95,6 +116,10 @@ def check_relpath(local_dir, name):
         why = "a NUL or control character"
     elif any(part in ("", ".", "..") for part in name.split("/")):
         why = "an empty, '.' or '..' component"
+    elif any(len(part.encode("utf-8")) > NAME_MAX for part in name.split("/")[:-1]) \
+            or len(name.split("/")[-1].encode("utf-8")) > NAME_MAX - len(PART_SUFFIX):
+        why = ("a component longer than a file name can be (%d bytes; the file's own name at most %d, as it is "
+               "written as <name>%s first)" % (NAME_MAX, NAME_MAX - len(PART_SUFFIX), PART_SUFFIX))
     if why is None:
         base = os.path.realpath(local_dir)
         resolved = os.path.realpath(os.path.join(base, name))

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """HTTP GET for the Hub client, stdlib only: http.client with redirects (the Authorization header dropped when the
-host changes, as the Hub's CDN redirects need) and proxies from the environment."""
+host changes, as the Hub's CDN redirects need, and on a scheme downgrade) and proxies from the environment."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -31,9 +31,23 @@ def _proxy_for(scheme, host):
     return os.environ.get(name) or os.environ.get(name.lower()) or None
 
 
+def keeps_authorization(url, location):
+    """Whether a redirect from ``url`` to ``location`` may carry the Authorization header: only to the same host, on
+    the same scheme and port or upgraded from http to https on the default ports. A downgrade (https -> http) would
+    send the token in clear text; another host (the Hub's CDN) must not receive it."""
+    a, b = urlsplit(url), urlsplit(location)
+    if (a.hostname or "").lower() != (b.hostname or "").lower():
+        return False
+    default = {"http": 80, "https": 443}
+    pa, pb = a.port or default.get(a.scheme), b.port or default.get(b.scheme)
+    if a.scheme == b.scheme:
+        return pa == pb
+    return a.scheme == "http" and b.scheme == "https" and pa == 80 and pb == 443
+
+
 def http_get(url, headers, timeout, max_redirects=5):
-    """GET with http.client (stdlib): redirects followed (the Authorization header is dropped when the host
-    changes, as the Hub's CDN redirects need), proxies from the environment. Returns the open response
+    """GET with http.client (stdlib): redirects followed (the Authorization header is dropped when the host, the
+    port or the scheme changes, but for an upgrade to https: ``keeps_authorization``), proxies from the environment. Returns the open response
     (status 2xx); raises HTTPStatusError for any other final status."""
     headers = dict(headers)
     for dummy in range(max_redirects + 1):
@@ -59,8 +73,8 @@ def http_get(url, headers, timeout, max_redirects=5):
             resp.read()
             conn.close()
             nxt = location if "://" in location else "%s://%s%s" % (u.scheme, u.netloc, location)
-            if urlsplit(nxt).hostname != u.hostname:
-                headers.pop("Authorization", None)
+            if not keeps_authorization(url, nxt):
+                headers.pop("Authorization", None)     # and never put back on a later hop
             url = nxt
             continue
         if not 200 <= resp.status < 300:

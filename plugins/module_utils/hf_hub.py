@@ -25,7 +25,7 @@ import time
 
 from .files import read_json, write_json
 from .hf_files import (MANIFEST, PROGRESS, HubError, Progress, acquire_lock, check_relpath, disk_shortfall,
-                       file_hash_ok, files_to_fetch, is_commit, manifest_matches, selected)
+                       file_hash_ok, files_to_fetch, is_commit, manifest_matches, selected, unique_listing)
 from .hf_sources import AutoHub, Hub, LibraryHub, LocalSource, RsyncSource
 
 HOST_RE = re.compile(r"^([A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])$")
@@ -154,7 +154,9 @@ def _staged(hub, repo_id, sha, local_dir, live, allow_patterns, ignore_patterns,
     if not os.path.isdir(staging):
         os.makedirs(staging)
     same = set((f["path"], f["size"], f.get("sha256") or f.get("oid")) for f in live.get("files", []))
-    for f in with_retries(lambda: hub.tree(repo_id, sha), "file list of %s" % repo_id, policy):
+    listed = unique_listing(with_retries(lambda: hub.tree(repo_id, sha), "file list of %s" % repo_id, policy),
+                            "%s@%s" % (repo_id, sha[:12]))
+    for f in listed:
         check_relpath(local_dir, f["path"])
         check_relpath(staging, f["path"])
         src = os.path.join(local_dir, f["path"])
@@ -195,7 +197,8 @@ def _snapshot(hub, repo_id, revision, local_dir, allow_patterns, ignore_patterns
             return dict(changed=False, revision=sha, files=files, fetched=[], repaired=[], bytes_transferred=0, network=False)
     if sha is None:
         sha = with_retries(lambda: hub.commit(repo_id, revision), "commit of %s" % revision, policy)
-    listed = with_retries(lambda: hub.tree(repo_id, sha), "file list of %s" % repo_id, policy)
+    listed = unique_listing(with_retries(lambda: hub.tree(repo_id, sha), "file list of %s" % repo_id, policy),
+                            "%s@%s" % (repo_id, sha[:12]))
     for f in listed:
         check_relpath(local_dir, f["path"])      # every name, before anything is written, removed or fetched
     files = [f for f in listed if selected(f["path"], allow_patterns, ignore_patterns)]

@@ -179,7 +179,10 @@ def _maybe_secret(line):
             or "://" in line and "@" in line)
 
 
-_VALUE = r"('[^']*'|\"[^\"]*\"|[^\s,)'\"]+)"
+# a quoted value may hold its own quote escaped: Python's repr of a key with both ' and " is 'a\'b"c' (the value
+# ended at the escaped quote before, and the rest of the key was printed)
+_QUOTED = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
+_VALUE = r"(" + _QUOTED + r"|[^\s,)'\"]+)"
 
 
 def _keep_quotes(m):
@@ -195,7 +198,7 @@ _SECRET_RULES = (
     # name='value' / name="value" / name=value / name: value of a repr, a config dump or an env listing
     (re.compile(r"(?i)\b(\w*(?:api_key|secret|password)|\w+_token)(=|: ?)" + _VALUE), _keep_quotes),
     # a bare token field only with a quoted value (token='hf_...'), never a counter
-    (re.compile(r"(?i)\b(token)(=|: ?)('[^']*'|\"[^\"]*\")"), _keep_quotes),
+    (re.compile(r"(?i)\b(token)(=|: ?)(" + _QUOTED + ")"), _keep_quotes),
     # a token in a query string: ?token=..., &access_token=...
     (re.compile(r"(?i)([?&]\w*token=)[^&\s'\"]+"), lambda m: m.group(1) + REDACTED),
     # scheme://user:password@host

@@ -297,7 +297,7 @@ import pwd
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.files import secret_problem
 from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_files import (
-    MANIFEST, PROGRESS, HubError, repo_id_problem, revision_problem)
+    MANIFEST, PROGRESS, HubError, is_commit, repo_id_problem, revision_problem)
 from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_hub import (
     NotYet, open_source, read_token, repair_owner, snapshot)
 
@@ -387,6 +387,10 @@ def main():
                 result["config"] = json.load(f)
         except ValueError:
             module.warn("%s is not valid JSON" % cfg)
+    if not is_commit(p["revision"]) and p["source_dir"] is None and p["source_host"] is None:
+        module.warn("revision=%s is not a commit: it is resolved at every run (now %s), and a new commit on the Hub "
+                    "changes the model under the server; pin the commit sha (hf_model_revision: %s) for reproducible "
+                    "deployments" % (p["revision"], r["revision"], r["revision"]))
     result["manifest"] = os.path.join(p["local_dir"], MANIFEST)
     result["progress_file"] = os.path.join(p["local_dir"], PROGRESS)
     result["up_to_date"] = not result["changed"]

@@ -60,6 +60,11 @@ def test_check_mode_names_the_files_and_writes_nothing(hub, tmp_path):
 def test_a_branch_is_resolved_to_its_commit(hub, tmp_path):
     r = run_module(M, args(hub, tmp_path / "m", revision="main", allow_patterns=["*.json"]))
     assert r["revision"] == hub.sha and sorted(r["fetched"]) == sorted(n for n in FILES if n.endswith(".json"))
+    # #42 item 7: an unpinned revision is a warning (it was a debug line), once per call, naming the commit to pin
+    said = [w for w in r.get("warnings", []) if "is not a commit" in w]
+    assert len(said) == 1 and "revision=main" in said[0] and hub.sha in said[0], r.get("warnings")
+    pinned = run_module(M, args(hub, tmp_path / "m", revision=hub.sha, allow_patterns=["*.json"]))
+    assert not [w for w in pinned.get("warnings", []) if "is not a commit" in w]
 
 
 def test_a_killed_download_resumes_and_no_complete_file_is_fetched_twice(hub, tmp_path):

@@ -186,3 +186,24 @@ def test_repair_owner_never_chowns_outside_through_a_directory_swapped_for_a_lin
     assert H.repair_owner(str(model), 65534, 65534) is True and swapped
     assert os.stat(str(outside / "victim")).st_uid == 0 and os.stat(str(outside)).st_uid == 0
     assert os.stat(str(tmp_path / "sub-moved" / "victim")).st_uid == 65534   # the model's file, where it went
+
+
+def test_a_name_too_long_for_a_file_is_unsafe_path_not_an_uncaught_oserror(tmp_path):
+    """#42 item 7: a 300-character name from a hostile listing raised ENAMETOOLONG from deep inside the write."""
+    for name in ("x" * 300, "d" * 256 + "/config.json", "y" * 250):   # 250 + '.incomplete' > 255 too
+        with pytest.raises(F.HubError) as exc:
+            F.check_relpath(str(tmp_path), name)
+        assert exc.value.kind == "unsafe_path" and "longer than a file name can be" in str(exc.value)
+    assert F.check_relpath(str(tmp_path), "z" * 244).endswith("z" * 244)
+    hub = FakeHub(["x" * 300])
+    with pytest.raises(F.HubError) as exc:
+        H.snapshot(hub, "org/name", SHA, str(tmp_path / "m"), free_bytes=1 << 30)
+    assert exc.value.kind == "unsafe_path" and hub.fetched == []
+
+
+def test_a_name_listed_twice_is_taken_once_and_refused_when_the_two_differ(tmp_path):
+    """#42 item 7: duplicate manifest entries were taken twice (fetched twice, counted twice)."""
+    same = {"path": "config.json", "size": 2, "sha256": "a" * 64}
+    assert F.unique_listing([same, dict(same), {"path": "b", "size": 1}], "org/name") == [same, {"path": "b", "size": 1}]
+    with pytest.raises(F.HubError, match=r"names 'config.json' twice, with different sizes or hashes"):
+        F.unique_listing([same, dict(same, size=3)], "org/name")

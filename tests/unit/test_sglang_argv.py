@@ -176,3 +176,13 @@ def test_a_short_key_is_refused_naming_the_variable_never_the_key(value, needle)
 def test_a_key_of_16_characters_or_none_is_fine():
     assert A.secret_problem("api_key", "0123456789abcdef") is None
     assert A.secret_problem("api_key", None) is None and A.secret_problem("api_key", "") is None
+
+
+@pytest.mark.parametrize("key", ["ab'cd\"ef-TAILSECRET", "q\"uo'te\\'s-TAILSECRET", "only'single-TAILSECRET"])
+def test_a_key_holding_both_quotes_is_redacted_whole_as_sglangs_repr_prints_it(key):
+    """#42 item 7: Python's repr of a key with both ' and " escapes the quote ('ab\\'cd"ef'); the rule stopped at the
+    escaped quote and printed the rest of the key."""
+    line = "server_args=ServerArgs(model_path='/m', api_key=%r, port=30000)" % key
+    out = L.redact(line)
+    assert "TAILSECRET" not in out and out.endswith(", port=30000)"), out
+    assert "TAILSECRET" not in L.redact("token=%r" % key)
