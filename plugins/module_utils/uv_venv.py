@@ -353,6 +353,10 @@ def install_steps(p, build_dir, verbose=False):
                                 (p.get("packages"), [], "uv pip install"), (p.get("extra"), ["--no-deps"], "uv pip install")):
         if names:
             steps.append((["install"], flags + lock + list(names), "%s %s" % (label, " ".join(names))))
+    if p.get("extra_requirements"):
+        # a source distribution the lock does not hold (flash-attn built from source): its file pinned by hash
+        steps.append((["install"], ["--no-deps", "--require-hashes"] + lock + ["-r", p["extra_requirements"]],
+                      "uv pip install --require-hashes -r %s" % p["extra_requirements"]))
     return [([uv, "pip"] + verb + (["-v"] if verbose else []) + py + source_args(p) + nbi + ["--compile-bytecode"] + tail,
              what) for verb, tail, what in steps]
 

@@ -71,6 +71,13 @@ options:
     type: list
     elements: str
     default: []
+  extra_requirements:
+    description:
+      - A requirements file on the target whose every requirement carries C(--hash=sha256:...), installed last without
+        dependencies, constrained by the lock, with C(--require-hashes) - for a source distribution the lock does not
+        hold (flash-attn built from source). Its content is part of the build id.
+    type: path
+    version_added: 0.8.0
   no_build_isolation:
     description: Packages built without build isolation (C(flash-attn) built from source needs the venv's torch).
     type: list
@@ -429,6 +436,7 @@ def main():
             packages=dict(type="list", elements="str", default=[]),
             packages_no_deps=dict(type="list", elements="str", default=[]),
             extra=dict(type="list", elements="str", default=[]),
+            extra_requirements=dict(type="path"),
             no_build_isolation=dict(type="list", elements="str", default=[]),
             index_url=dict(type="str"),
             extra_index_urls=dict(type="list", elements="str", default=[]),
@@ -495,6 +503,13 @@ def main():
                    no_index=p["no_index"])
     if p["no_binary"]:
         sources["no_binary"] = sorted(p["no_binary"])      # a source build is another venv than a wheel's
+    if p["extra_requirements"]:
+        try:
+            with open(p["extra_requirements"], "rb") as f:
+                sources["extra_requirements"] = hashlib.sha256(f.read()).hexdigest()
+        except (IOError, OSError) as e:
+            module.fail_json(msg="extra_requirements=%s cannot be read (%s); copy it to the target first"
+                                 % (p["extra_requirements"], e))
     wanted = build_id(lock_sha, py_version, p["packages"], p["packages_no_deps"], p["extra"], sources)
     build_dir = os.path.join(store, wanted)
     active_target = os.path.realpath(path) if os.path.islink(path) else ""

@@ -58,6 +58,23 @@ case "$mode" in
         echo "lock: $name.lock is stale: run tests/ci/lock.sh write ${name#sglang-} and commit it" >&2; exit 1
       fi
       echo "lock: $name.lock resolves unchanged ($(grep -cE '^[a-z0-9]' "$dir/$name.lock") pins)"
+    done
+    # the hash-pinned source distributions (flash-attn built from source): the sha256 the index states for the sdist
+    for req in $(for d in "${dirs[@]}"; do ls "$d"/flash-attn-*.txt 2>/dev/null; done); do
+      python3 - "$req" "${UV_INDEX_URL:-https://pypi.org/simple}" <<'PY'
+import json, re, sys, urllib.request
+req, index = sys.argv[1], sys.argv[2].rstrip("/")
+text = open(req).read()
+name, version = re.search(r"^([A-Za-z0-9_.-]+)==(\S+)", text, re.M).groups()
+pinned = re.findall(r"--hash=sha256:([0-9a-f]{64})", text)
+doc = json.load(urllib.request.urlopen(urllib.request.Request(
+    "%s/%s/" % (index, name), headers={"Accept": "application/vnd.pypi.simple.v1+json"}), timeout=60))
+sdist = "%s-%s.tar.gz" % (name.replace("-", "_"), version)
+stated = [f["hashes"].get("sha256") for f in doc["files"] if f["filename"] == sdist]
+if stated != pinned:
+    sys.exit("lock: %s pins %s for %s, the index states %s" % (req, pinned, sdist, stated or "no such file"))
+print("lock: %s: %s matches the index's sha256" % (req.rsplit("/", 1)[-1], sdist))
+PY
     done;;
   *) echo "usage: tests/ci/lock.sh write VERSION | sglang-router-VERSION | check" >&2; exit 2;;
 esac

@@ -66,6 +66,9 @@ CASES = [
      r"sglang_venv_flash_attn_wheel set when sglang_venv_flash_attn=wheel"),
     ("venv-binary-sha", "sglang_venv", {"sglang_venv_uv_source": "binary", "sglang_venv_uv_binary": "/w/uv"},
      r"sglang_venv_uv_binary_sha256 must be the sha256 \(64 hex digits\) of sglang_venv_uv_binary"),
+    # #42 item 6: a source build only of an sdist pinned by hash
+    ("venv-fa-source-unpinned", "sglang_venv", {"sglang_venv_flash_attn": "source", "sglang_venv_flash_attn_version": "2.7.4"},
+     r"flash-attn 2\.7\.4 has no hash-pinned source distribution \(.*flash-attn-2\.7\.4\.txt\).*Nothing was changed\."),
     ("venv-uv-req", "sglang_venv", {"sglang_venv_uv_version": "0.0.1"},
      r"uv 0\.0\.1 has no hash-pinned requirement .*uv-0\.0\.1\.txt\): generate it with `uv pip compile"),
     ("venv-lock", "sglang_venv", {"sglang_venv_lock_file": "/nonexistent/sglang.lock"},

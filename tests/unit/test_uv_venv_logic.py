@@ -6,6 +6,7 @@ import subprocess
 import stat
 
 import pytest
+import yaml
 
 from unit_helpers import ROOT, load_module_util
 
@@ -294,3 +295,24 @@ def test_seal_changes_a_linked_directory_never_its_target_and_refuses_a_fifo(tmp
     os.mkfifo(str(build / "lib" / "pipe"))
     with pytest.raises(uv.SealError, match=r"lib/pipe: the build made a FIFO"):
         uv.seal(str(build))
+
+
+def test_a_flash_attn_source_build_installs_its_sdist_by_hash_and_never_fetches_a_prebuilt_wheel():
+    """#42 item 6: in source mode flash-attn==2.8.3 was not in the lock (no hash), and without
+    FLASH_ATTENTION_FORCE_BUILD=TRUE its setup.py first downloads a prebuilt wheel from the internet, unverified."""
+    p = {"uv": "/t/uv", "lock": "/t/sglang.lock", "index_url": None, "extra_index_urls": [], "find_links": [],
+         "no_index": False, "offline": False, "packages": [], "packages_no_deps": [], "extra": [],
+         "no_build_isolation": ["flash-attn"], "no_binary": ["flash-attn"],
+         "extra_requirements": "/t/locks/flash-attn-2.8.3.txt"}
+    last = uv.install_steps(p, "/b")[-1]
+    assert last[0][-7:] == ["--compile-bytecode", "--no-deps", "--require-hashes", "-c", "/t/sglang.lock", "-r",
+                            "/t/locks/flash-attn-2.8.3.txt"]
+    assert last[0][:3] == ["/t/uv", "pip", "install"] and "flash-attn==2.8.3" not in last[0]
+    # the shipped pin: flash-attn 2.8.3's sdist by its sha256 (tests/ci/lock.sh check compares it with the index)
+    with open(os.path.join(ROOT, "roles", "sglang_venv", "files", "locks", "flash-attn-2.8.3.txt")) as fh:
+        body = " ".join(line.strip().rstrip("\\") for line in fh if not line.startswith("#"))
+    assert body.split() == ["flash-attn==2.8.3",
+                            "--hash=sha256:1e71dd64a9e0280e0447b8a0c2541bad4bf6ac65bdeaa2f90e51a9e57de0370d"]
+    with open(os.path.join(ROOT, "roles", "sglang_venv", "vars", "main.yml")) as fh:
+        build_env = yaml.safe_load(fh)["__sglang_venv_build_env"]
+    assert "'FLASH_ATTENTION_FORCE_BUILD': 'TRUE'" in build_env       # the source build's environment (a template)
