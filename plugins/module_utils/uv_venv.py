@@ -365,6 +365,28 @@ def read_marker(build_dir):
     return read_json(os.path.join(build_dir, MARKER))
 
 
+def tool_problem(path):
+    """Why root must not trust the tool at ``path`` (uv: the service account runs it to build what root seals and
+    later runs), or None: the file it resolves to and every directory above it must be root's and writable by no one
+    else - a uv the service account could replace would poison every later build."""
+    real = os.path.realpath(path)
+    here = real
+    while True:
+        try:
+            st = os.lstat(here)
+        except OSError as e:
+            return "%s: %s" % (here, e.strerror)
+        if st.st_uid != 0 or (st.st_mode & 0o022 and not (stat.S_ISDIR(st.st_mode) and st.st_mode & 0o1000)):
+            return ("%s (%s) is owned by uid %d with mode %04o: the service account could replace it; it must be "
+                    "root's and writable by root only (role sglang_venv installs uv so)" % (
+                        here, "the uv in use" if here == real else "a directory above it", st.st_uid,
+                        stat.S_IMODE(st.st_mode)))
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
 class SealError(Exception):
     """A build holds what sealing cannot make safe (a device, a FIFO, a socket): named, the build not used."""
 

@@ -220,6 +220,12 @@ uv_found:
   returned: when RV(uv_ok) is false
   type: str
   sample: 0.8.22
+uv_problem:
+  description: Why the uv found cannot be trusted although it may be the right version - it, or a directory above it,
+    is not root's or is writable by another account (the service account could replace it). Nothing was built; the
+    role installs uv again, root's.
+  returned: when RV(uv_ok) is false for that reason
+  type: str
 decision:
   description: C(none), C(switch) (to an existing complete build), C(build), C(repair) (an interrupted build redone),
     or C(seal) (the build in service made root's and read-only); C(uv) when uv, not the O(uv_version) one, was
@@ -277,7 +283,8 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.uv_venv import (
     VERIFY_CODE, BuildProgress, build_id, decide, gpu_view, imports_fingerprint, install_steps, parse_lock, parse_verify,
-    SealError, prune, read_imports_cache, read_marker, run_streaming, seal, write_imports_cache, write_marker)
+    SealError, prune, read_imports_cache, read_marker, run_streaming, seal, tool_problem, write_imports_cache,
+    write_marker)
 from ansible_collections.gpuserve.sglang.plugins.module_utils.files import write_json
 
 
@@ -385,10 +392,18 @@ def ensure_uv(module, b, p, result):
     version (asked as the owner, as every uv call here) - else nothing is done: exit unchanged with uv_ok=false and
     what was found, for the caller to install the pinned uv and call again."""
     usable = os.path.isfile(p["uv"]) and os.access(p["uv"], os.X_OK)
+    problem = tool_problem(p["uv"]) if usable else None
     if not p["uv_version"]:
         if not usable:
             module.fail_json(msg="uv=%s is not an executable file; install uv first (role sglang_venv does)" % p["uv"])
+        if problem:
+            module.fail_json(msg="uv=%s: %s; nothing was built" % (p["uv"], problem))
         return
+    if problem:
+        # an install of an earlier release made uv the service account's: installed again, root's
+        result = dict(result, changed=False, uv_ok=False, uv_found=None, uv_problem=problem)
+        result.pop("diff", None)
+        module.exit_json(**result)
     found = None
     if usable and b.run([p["uv"], "--version"], "uv --version") is None:
         words = b.last_out.split()

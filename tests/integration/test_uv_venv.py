@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -338,3 +339,29 @@ def test_uv_version_is_asked_only_when_uv_is_about_to_run(site):
     assert by_version["changed"] is False and by_version["uv_ok"] is False and by_version["decision"] == "uv"
     without = run_module(M, args(site, lk, uv=str(site["tmp"] / "no-uv")))                # no uv_version: as before
     assert without["failed"] is True and "is not an executable file; install uv first" in without["msg"]
+
+
+def test_a_uv_the_service_account_could_replace_is_not_run_and_is_named(site):
+    """#42 item 4: uv lived in <tools>/uv, the service account's; a compromised service swaps it, the next build is
+    poisoned, sealed, then run by root. A uv (or a directory above it) not root's or writable by others is 'not the
+    pinned uv' (uv_ok false, uv_problem naming it, nothing built) - the role installs it again, root's."""
+    lk = lock(site, "alpha==1.0")
+    pinned = uv_said()
+    tools = site["tmp"] / "tools"
+    (tools / "bin").mkdir(parents=True)
+    uv = tools / "bin" / "uv"
+    shutil.copy(UV, str(uv))
+    os.chown(str(tools / "bin"), 65534, 65534)                     # as an earlier release left it: the service's
+    r = run_module(M, args(site, lk, uv=str(uv), uv_version=pinned))
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["uv_ok"] is False and r["changed"] is False and not os.path.lexists(site["path"])
+    assert "%s (a directory above it) is owned by uid 65534" % (tools / "bin") in r["uv_problem"]
+    without = run_module(M, args(site, lk, uv=str(uv)))
+    assert without["failed"] is True and "the service account could replace it" in without["msg"]
+    os.chown(str(tools / "bin"), 0, 0)
+    os.chmod(str(uv), 0o777)
+    writable = run_module(M, args(site, lk, uv=str(uv), uv_version=pinned))
+    assert writable["uv_ok"] is False and "(the uv in use) is owned by uid 0 with mode 0777" in writable["uv_problem"]
+    os.chmod(str(uv), 0o755)
+    built = run_module(M, args(site, lk, uv=str(uv), uv_version=pinned))
+    assert built.get("failed") is not True and built["uv_ok"] is True and os.path.islink(site["path"])

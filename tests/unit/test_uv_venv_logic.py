@@ -316,3 +316,21 @@ def test_a_flash_attn_source_build_installs_its_sdist_by_hash_and_never_fetches_
     with open(os.path.join(ROOT, "roles", "sglang_venv", "vars", "main.yml")) as fh:
         build_env = yaml.safe_load(fh)["__sglang_venv_build_env"]
     assert "'FLASH_ATTENTION_FORCE_BUILD': 'TRUE'" in build_env       # the source build's environment (a template)
+
+
+def test_a_tool_is_trusted_only_when_it_and_every_directory_above_are_roots_and_written_by_root_only(tmp_path):
+    """#42 item 4 (module uv_venv runs this before any build)."""
+    tool = tmp_path / "t" / "bin" / "uv"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\n")
+    os.chmod(str(tool), 0o755)
+    assert uv.tool_problem(str(tool)) is None
+    os.chmod(str(tool.parent), 0o775)
+    assert "%s (a directory above it) is owned by uid 0 with mode 0775" % tool.parent in uv.tool_problem(str(tool))
+    os.chmod(str(tool.parent), 0o755)
+    link = tmp_path / "link-to-uv"
+    os.symlink(str(tool), str(link))                      # judged by what it resolves to
+    assert uv.tool_problem(str(link)) is None
+    if os.geteuid() == 0:
+        os.chown(str(tool), 65534, 65534)
+        assert "(the uv in use) is owned by uid 65534" in uv.tool_problem(str(link))
