@@ -142,6 +142,37 @@ options:
       and the likely cause.
     type: float
     default: 0.1
+  user:
+    description:
+      - The account the server runs as (the unit's C(User=); the service account, which built the venv). The argument
+        check (O(check_args)) runs as it, never as root on its behalf; as C(nobody) when the account does not exist
+        yet. Unset, the check runs as this module's own account, which launches the server itself with
+        O(manager=process).
+    type: str
+    version_added: 0.8.0
+  check_args:
+    description:
+      - Before anything is written or stopped (in check mode too), parse the launch's arguments with the installed
+        release's own parser (C(ServerArgs.add_cli_args) of the venv's C(sglang.srt.server_args), without launching) -
+        a misspelt flag or an invalid value is refused with argparse's words (C(failure.kind=bad_argument), as the
+        launch's own log would say) and a running
+        server keeps serving. When the venv's sglang has no such parser the launch goes on, with a warning.
+    type: bool
+    default: true
+    version_added: 0.8.0
+  unit_file:
+    description: The file of O(unit) (O(manager=systemd)), kept with its EnvironmentFile and O(config_file) each time a
+      launch is ready, for O(restore). Defaults to C(/etc/systemd/system/<unit>).
+    type: path
+    version_added: 0.8.0
+  restore:
+    description:
+      - With O(manager=systemd) on one node, when a launch fails or times out, put back the unit file, EnvironmentFile and
+        config file of the last launch that was ready (kept under O(state_dir)), start it and watch it; RV(restored)
+        says how it went. The task still fails - the change did not work.
+    type: bool
+    default: true
+    version_added: 0.8.0
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 seealso:
@@ -237,6 +268,12 @@ config_hash:
     their values; the salt stays on the target).
   returned: always
   type: str
+restored:
+  description: After a failed launch (O(restore)), the last good configuration put back, with C(status) (C(ready) when
+    it serves again), C(argv), C(config_hash), the C(launch_id) of its new start and C(from_launch_id), the launch it was
+    kept from.
+  returned: when a launch failed and a last good configuration was put back
+  type: dict
 unit:
   description: The systemd unit (O(manager=systemd)).
   returned: manager is systemd
@@ -256,6 +293,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process imp
     pid_alive, plan_vs_actual, port_conflict, port_in_use_failure, port_owner, secret_digest, server_info, stop,
     systemctl, systemd_start, unit_journal, unit_show, watch, write_secret_config, write_state,
 )
+from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_change import LastGood, check_args
 from ansible_collections.gpuserve.sglang.plugins.module_utils.files import read_json, write_private
 
 
@@ -286,6 +324,10 @@ def main():
             plan_max_total_num_tokens=dict(type="int", no_log=False),
             progress_file=dict(type="path"),
             plan_tolerance=dict(type="float", default=0.1),
+            user=dict(type="str"),
+            check_args=dict(type="bool", default=True),
+            unit_file=dict(type="path"),
+            restore=dict(type="bool", default=True),
         ),
         required_if=[("state", "started", ("python", "model_path")),
                      ("state", "restarted", ("python", "model_path"))],
@@ -349,6 +391,9 @@ def main():
     if short:
         module.fail_json(msg=short + "; nothing was launched", **result)
     config_file = p["config_file"] or os.path.join(os.path.dirname(env_file) if systemd else state_dir, name + ".yaml")
+    last_good = LastGood(state_dir, name)
+    good_paths = {"unit": p["unit_file"] or os.path.join("/etc/systemd/system", unit), "env": env_file,
+                  "config": config_file if p["api_key"] else None}
     try:
         argv = server_argv(p["python"], p["model_path"], args, config_file=config_file if p["api_key"] else None)
         secret_config = config_text({"api_key": p["api_key"]}) if p["api_key"] else None
@@ -359,8 +404,9 @@ def main():
         try:
             config_gid = grp.getgrnam(p["config_group"]).gr_gid
         except KeyError:
-            module.fail_json(msg="config_group=%s: no such group on the target (create the service group first)"
-                                 % p["config_group"], **result)
+            if not module.check_mode:   # a look before the role creates the group writes nothing
+                module.fail_json(msg="config_group=%s: no such group on the target (create the service group first)"
+                                     % p["config_group"], **result)
     public = dict((str(k), str(v)) for k, v in p["public_env"].items())
     secret_env = dict((str(k), str(v)) for k, v in p["env"].items())
     env = dict(public)
@@ -392,19 +438,30 @@ def main():
             # also in check mode (a read-only GET): a role's quick look in check mode is then the whole answer
             result.update(status="ready", pid=cur_pid, launch_id=prev.get("launch_id"),
                           server_info=server_info(base_url, p["api_key"]))
+            if systemd and not module.check_mode:
+                last_good.save(chash, argv, prev.get("launch_id"), good_paths)
             module.exit_json(**result)
+
+    # Before anything is written or stopped - in check mode too, so the role's look before it writes the unit refuses
+    # what would fail: the port (only our own running server may hold it), then the launch's arguments, parsed by
+    # the installed release's own parser. A refusal leaves a running server serving.
+    owner = port_conflict(port_owner(p["host"], p["port"]), running, cur_pid, prev, p["port"], owned_by)
+    if owner is not None:
+        result.update(changed=False, status="failed", failure=port_in_use_failure(p["host"], p["port"], owner, running))
+        module.fail_json(msg=result["failure"]["message"], **result)
+    if p["check_args"]:
+        refused, note = check_args(argv, env, p["user"])
+        if refused is not None:
+            result.update(changed=False, status="failed", failure=refused)
+            module.fail_json(msg="SGLang's parser refuses this launch: %s. %s" % (refused["message"], refused["hint"]),
+                             **result)
+        if note:
+            module.warn(note)
 
     result["changed"] = True
     if module.check_mode:
         result["status"] = "would_restart" if running else "would_start"
         module.exit_json(**result)
-
-    # the port is checked before anything is stopped: a port held by another process must not take a healthy
-    # server down (only our own running server may hold it)
-    owner = port_conflict(port_owner(p["host"], p["port"]), running, cur_pid, prev, p["port"], owned_by)
-    if owner is not None:
-        result.update(changed=False, status="failed", failure=port_in_use_failure(p["host"], p["port"], owner, running))
-        module.fail_json(msg=result["failure"]["message"], **result)
     if running and not systemd:
         stop(cur_pid)
     if not os.path.isdir(state_dir):
@@ -435,6 +492,8 @@ def main():
     result.update(out)
     result["launch_id"] = launch_id
     if out["status"] == "ready":
+        if systemd:
+            last_good.save(chash, argv, launch_id, good_paths)
         info = server_info(base_url, p["api_key"])
         result["server_info"] = info
         record, warning = plan_vs_actual(p["plan_max_total_num_tokens"], info, p["plan_tolerance"])
@@ -449,7 +508,41 @@ def main():
     halt(pid)   # failed or timed out: stopped, so nothing restarts it in a loop
     write_state(state_path, {"pid": None, "config_hash": "", "launch_id": launch_id, "log_path": log_path,
                              "log_offset": offset, "argv": argv, "manager": p["manager"]})
-    module.fail_json(msg=failure_message(out, launch_id, p["ready_timeout"]), **result)
+    msg = failure_message(out, launch_id, p["ready_timeout"])
+    if systemd and p["restore"] and int(args.get("nnodes") or 1) == 1:
+        restored = restore_last_good(last_good, chash, unit, log_path, state_path, base_url, p)
+        if restored is not None:
+            result["restored"] = restored
+            msg += ("\nThe last good configuration (launch %s) was put back: %s" % (
+                restored["launch_id"], "it is ready again and serving" if restored["status"] == "ready"
+                else "it did not become ready either (%s): %s" % (restored["status"], restored.get("message"))))
+    module.fail_json(msg=msg, **result)
+
+
+def restore_last_good(last_good, failed_hash, unit, log_path, state_path, base_url, p):
+    """Put back the unit, env and config files of the last launch that was ready, start it and watch it; the record of
+    what came back (its status, argv, launch id), or None when there is no other last good configuration."""
+    rec = last_good.record()
+    if not rec or rec.get("config_hash") in (None, "", failed_hash):
+        return None
+    last_good.put_back()
+    pid, launch_id, offset, err = systemd_start(unit, log_path, restart=False)
+    back = {"config_hash": rec["config_hash"], "argv": rec.get("argv"), "from_launch_id": rec.get("launch_id"),
+            "launch_id": launch_id, "pid": pid}
+    if err:
+        back.update(status="failed", message=err)
+        return back
+    out = watch(pid, log_path, offset, base_url, health=p["health"], timeout=p["ready_timeout"],
+                progress_file=p["progress_file"])     # the health endpoints need no key
+    back["status"] = out["status"]
+    if out["status"] == "ready":
+        write_state(state_path, {"pid": pid, "config_hash": rec["config_hash"], "launch_id": launch_id,
+                                 "log_path": log_path, "log_offset": offset, "argv": rec.get("argv"),
+                                 "manager": p["manager"]})
+    else:
+        back["message"] = (out.get("failure") or {}).get("message")
+        systemctl("stop", unit)
+    return back
 
 
 if __name__ == "__main__":

@@ -91,7 +91,8 @@ def test_a_missing_interpreter_is_named_with_the_os_error(server):
 
 
 def test_bad_argument_exits_2_with_argparse_text(server):
-    r = run_module(M, scen(server, "ready_tp1_dense", args={"speculative_algorithm": "MTP"}))
+    """Read from the launch's own log when the launch runs (check_args off: the parser asked first refuses it)."""
+    r = run_module(M, scen(server, "ready_tp1_dense", args={"speculative_algorithm": "MTP"}, check_args=False))
     assert r["failure"]["kind"] == "bad_argument" and r["failure"]["exit_code"] == 2
     assert "invalid choice: 'MTP'" in r["failure"]["message"]
 
@@ -492,5 +493,22 @@ def test_a_smuggled_flag_or_a_short_key_is_refused_and_the_running_server_keeps_
     assert short["changed"] is False
     assert os.path.exists("/proc/%d" % first["pid"])
     assert get(server["port"], "/health")[0] == 200
+    again = run_module(M, scen(server, "ready_tp1_dense"))
+    assert again["changed"] is False and again["pid"] == first["pid"]
+
+
+def test_a_misspelt_argument_is_refused_by_sglangs_own_parser_and_the_running_server_keeps_serving(server):
+    """#42 item 9: `speculative_algo_typo: 1` stopped a healthy server and launched one SGLang's argparse refused (exit
+    status 2) - the server stayed down. The venv's own parser (sglang.srt.server_args; here the stand-in's) is asked
+    first, in check mode too; nothing is stopped."""
+    first = run_module(M, scen(server, "ready_tp1_dense"))
+    assert first["status"] == "ready", first.get("msg")
+    for check in (True, False):
+        r = run_module(M, scen(server, "ready_tp1_dense", args={"speculative_algo_typo": 1}), check=check)
+        assert r["failed"] is True and r["changed"] is False and r["failure"]["kind"] == "bad_argument", r
+        assert "unrecognized arguments: --speculative-algo-typo 1" in r["msg"]
+        assert os.path.exists("/proc/%d" % first["pid"]) and get(server["port"], "/health")[0] == 200
+    choice = run_module(M, scen(server, "ready_tp1_dense", args={"speculative_algorithm": "MTP"}))
+    assert "argument --speculative-algorithm: invalid choice: 'MTP'" in choice["failure"]["message"]
     again = run_module(M, scen(server, "ready_tp1_dense"))
     assert again["changed"] is False and again["pid"] == first["pid"]

@@ -139,36 +139,10 @@ def with_api_key(line, args):
 
 
 def parse_args(argv):
+    """prepare_server_args of 0.5.9: one parser, ServerArgs.add_cli_args, the --config file merged first."""
+    from sglang.srt.server_args import ServerArgs  # pylint: disable=import-outside-toplevel
     p = argparse.ArgumentParser(prog="launch_server.py")
-    p.add_argument("--model-path", "--model", required=True)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--tp-size", "--tensor-parallel-size", type=int, default=1)
-    p.add_argument("--pp-size", "--pipeline-parallel-size", type=int, default=1)
-    p.add_argument("--nnodes", type=int, default=1)
-    p.add_argument("--node-rank", type=int, default=0)
-    p.add_argument("--dist-init-addr")
-    p.add_argument("--dist-timeout", type=int)
-    p.add_argument("--mem-fraction-static", type=float)
-    p.add_argument("--context-length", type=int)
-    p.add_argument("--max-running-requests", type=int)
-    p.add_argument("--speculative-algorithm", choices=["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"])
-    p.add_argument("--speculative-num-steps", type=int)
-    p.add_argument("--speculative-eagle-topk", type=int)
-    p.add_argument("--speculative-num-draft-tokens", type=int)
-    p.add_argument("--mamba-ssm-dtype", choices=["float32", "bfloat16", "float16"])
-    p.add_argument("--kv-cache-dtype", default="auto")
-    p.add_argument("--served-model-name")
-    p.add_argument("--api-key")
-    p.add_argument("--log-level", default="info")
-    p.add_argument("--trust-remote-code", action="store_true")
-    p.add_argument("--enable-torch-compile", action="store_true")
-    p.add_argument("--disable-cuda-graph", action="store_true")
-    p.add_argument("--cuda-graph-max-bs", type=int)
-    p.add_argument("--chunked-prefill-size", type=int)
-    p.add_argument("--attention-backend")
-    p.add_argument("--skip-server-warmup", action="store_true")
-    p.add_argument("--config")
+    ServerArgs.add_cli_args(p)
     return p.parse_args(_merge_config(p, argv))
 
 
