@@ -70,9 +70,10 @@ def _rsync_source(p, check_mode, which):
                        host_key_checking=p["ssh_host_key_checking"], timeout=p["timeout"], bwlimit_kib=p["bwlimit_kib"])
 
 
-def open_source(p, token, check_mode=False, which=shutil.which):
+def open_source(p, token, check_mode=False, which=shutil.which, account=None):
     """The source hf_snapshot's parameters ask for: (source, warnings). HubError("input") for a refusal (nothing
-    was changed), NotYet in check mode when the source cannot be read yet."""
+    was changed), NotYet in check mode when the source cannot be read yet. ``account``: the model's owner (a pwd
+    entry), the account the huggingface_hub library runs as - never root."""
     if p["source_host"]:
         return _rsync_source(p, check_mode, which), []
     if p["source_dir"]:
@@ -82,15 +83,18 @@ def open_source(p, token, check_mode=False, which=shutil.which):
         return LocalSource(p["source_dir"]), []
     if p["downloader"] == "auto":
         return AutoHub(p["endpoint"], p["python"], token=token, token_file=p["token_file"], timeout=p["timeout"],
-                       hf_transfer=p["hf_transfer"]), []
+                       hf_transfer=p["hf_transfer"], account=account), []
     if p["downloader"] == "huggingface_hub" and check_mode and not os.path.exists(p["python"]):
         # a fresh host in check mode: the venv that would download is built by this same run; list with our client
         return Hub(p["endpoint"], token=token, timeout=p["timeout"]), [
             "python=%s is not there yet (built by the same run): check mode lists the files with the builtin client"
             % p["python"]]
     if p["downloader"] == "huggingface_hub":
-        return LibraryHub(p["endpoint"], p["python"], token=token, token_file=p["token_file"], timeout=p["timeout"],
-                          hf_transfer=p["hf_transfer"]), []
+        lib = LibraryHub(p["endpoint"], p["python"], token=token, token_file=p["token_file"], timeout=p["timeout"],
+                         hf_transfer=p["hf_transfer"], account=account)
+        if lib.refused_as_root():
+            raise HubError("input", lib.refused_as_root() + "; nothing was changed")
+        return lib, []
     return Hub(p["endpoint"], token=token, timeout=p["timeout"]), []
 
 

@@ -202,6 +202,9 @@ print(json.dumps(out))
 """
 
 LIBRARY_CACHE = os.path.join(".cache", "huggingface")
+ROOT_REFUSED = ("python=%s would run as root: that interpreter is the SGLang venv's, which the service account built, "
+                "and root never runs it - set the model's owner (hf_model_owner, module option owner) to the service "
+                "account, whose the files then are, or use downloader builtin")
 RSYNC_PARTIAL = ".gpuserve-rsync-partial"
 SSH_FAILURES = ("Host key verification failed", "Permission denied", "Connection refused", "Could not resolve hostname",
                 "Connection timed out", "No route to host", "Connection closed by", "REMOTE HOST IDENTIFICATION HAS CHANGED")
@@ -211,11 +214,12 @@ SSH_PERMANENT = ("Host key verification failed", "REMOTE HOST IDENTIFICATION HAS
                  "Name or service not known")
 
 
-def run_polled(argv, env, stdin_bytes, local_dir, progress=None):
-    """Run a downloader (argv list, no shell) and, while it runs, report what it has written under local_dir as
-    progress. Returns (process, stdout, stderr)."""
+def run_polled(argv, env, stdin_bytes, local_dir, progress=None, account=None):
+    """Run a downloader (argv list, no shell; as ``account``, a pwd entry, when given) and, while it runs, report what
+    it has written under local_dir as progress. Returns (process, stdout, stderr)."""
+    kw = dict(user=account.pw_uid, group=account.pw_gid, extra_groups=[]) if account is not None else {}
     proc = subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.PIPE if stdin_bytes is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
     readers = {}
 
     def drain(name, stream):
@@ -245,37 +249,70 @@ class LibraryHub(Hub):
     """The Hub through huggingface_hub (resumable HTTP, hf_xet for Xet-backed repos, hf_transfer when asked), run
     with another interpreter (`python`, e.g. the SGLang venv's). File lists and hashes still come from the Hub API
     (Hub.commit/tree), and snapshot() verifies every file the library wrote against them before the manifest. The
-    token reaches the library through the environment (HF_TOKEN_PATH for a file), never argv."""
+    token reaches the library through the environment (HF_TOKEN_PATH for a file it can read), never argv.
+
+    The interpreter is the SGLang venv's, which the service account built: root never runs it. It runs as ``account``
+    (the model's owner, whose the files become anyway), which is given the model directory and the library's cache
+    in it first; run by root without such an account it is refused (``ROOT_REFUSED``), and downloader auto takes the
+    builtin client instead."""
 
     name = "huggingface_hub"
     batch = True
 
-    def __init__(self, endpoint, python, token=None, token_file=None, timeout=60, hf_transfer=False):
+    def __init__(self, endpoint, python, token=None, token_file=None, timeout=60, hf_transfer=False, account=None):
         Hub.__init__(self, endpoint, token=token, timeout=timeout)
         self.python = python
         self.token_file = token_file
         self.hf_transfer = hf_transfer
         self.versions = None
+        self.account = account
+
+    def refused_as_root(self):
+        """Why this process may not run the library (it is root and no other account is given), or None."""
+        if os.geteuid() == 0 and (self.account is None or self.account.pw_uid == 0):
+            return ROOT_REFUSED % self.python
+        return None
+
+    def _give(self, local_dir):
+        """The model directory and the library's cache in it made the account's (what it writes there is its own
+        anyway: repair_owner gives the model to it at the end), never through a link."""
+        if self.account is None or os.geteuid() != 0:
+            return
+        here = local_dir
+        for part in [None] + LIBRARY_CACHE.split(os.sep) + ["home"]:
+            if part is not None:
+                here = os.path.join(here, part)
+            if not os.path.lexists(here):
+                os.makedirs(here, 0o755)
+            os.chown(here, self.account.pw_uid, self.account.pw_gid, follow_symlinks=False)
 
     def _env(self, local_dir, job):
         env = dict((k, v) for k, v in os.environ.items() if not k.startswith("HF_"))
-        env.update(HF_ENDPOINT=self.endpoint, HF_HOME=os.path.join(local_dir, LIBRARY_CACHE, "home"),
+        home = os.path.join(local_dir, LIBRARY_CACHE, "home")
+        if self.account is not None:
+            env["HOME"] = home
+        env.update(HF_ENDPOINT=self.endpoint, HF_HOME=home,
                    HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1",
                    HF_HUB_ENABLE_HF_TRANSFER="1" if self.hf_transfer else "0",
                    HF_HUB_DOWNLOAD_TIMEOUT=str(self.timeout), HF_HUB_ETAG_TIMEOUT=str(self.timeout),
                    GPUSERVE_HF_JOB=json.dumps(job))
-        if self.token_file:
+        if self.token_file and self.account is None:
             env["HF_TOKEN_PATH"] = self.token_file
-        elif self.token:
+        elif self.token:          # a token file is root's 0600: the account gets the token it holds
             env["HF_TOKEN"] = self.token
         else:
             env["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"
         return env
 
     def _run(self, local_dir, job, progress=None):
+        refused = self.refused_as_root()
+        if refused:
+            raise HubError("downloader", refused)
+        if not job.get("probe"):          # the probe (check mode too) writes nothing
+            self._give(local_dir)
         try:
             proc, out, err = run_polled([self.python, "-c", LIBRARY_HELPER], self._env(local_dir, job), None,
-                                        local_dir, progress)
+                                        local_dir, progress, self.account)
         except OSError as e:
             raise HubError("downloader", "python=%s cannot run (%s): point hf_model_python at the interpreter of a venv "
                            "with huggingface_hub (the SGLang venv's bin/python), or use hf_model_downloader=builtin"
@@ -329,11 +366,13 @@ class AutoHub(Hub):
     in prepare(), only when there is something to fetch: a run with nothing to do starts no interpreter), else with
     our client."""
 
-    def __init__(self, endpoint, python, token=None, token_file=None, timeout=60, hf_transfer=False):
+    def __init__(self, endpoint, python, token=None, token_file=None, timeout=60, hf_transfer=False, account=None):
         Hub.__init__(self, endpoint, token=token, timeout=timeout)
         usable = bool(python) and os.path.isfile(python) and os.access(python, os.X_OK)
         self.library = LibraryHub(endpoint, python, token=token, token_file=token_file, timeout=timeout,
-                                  hf_transfer=hf_transfer) if usable else None
+                                  hf_transfer=hf_transfer, account=account) if usable else None
+        if self.library is not None and self.library.refused_as_root():
+            self.library = None          # root runs no code the service account built: our client
 
     def prepare(self, local_dir):
         if self.library is None:

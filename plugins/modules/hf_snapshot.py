@@ -65,6 +65,8 @@ options:
         verification of every file against the Hub's sizes and hashes stay this module's.
       - C(auto) is C(huggingface_hub) when O(python) is given and imports it, else C(builtin) (asked in this same
         call, so a re-run needs no separate probe).
+      - The library runs as O(owner), never as root - O(python) is the SGLang venv's, which the service account built.
+        Run as root without an O(owner) other than root, C(huggingface_hub) is refused and C(auto) is C(builtin).
       - O(source_dir) or O(source_host), when set, is used instead of any of these.
     type: str
     choices: [auto, builtin, huggingface_hub]
@@ -153,7 +155,10 @@ options:
     type: int
     default: 60
   owner:
-    description: Owner of the files (the service account that reads them).
+    description:
+      - Owner of the files (the service account that reads them).
+      - The account the huggingface_hub library runs as (O(downloader)); the model directory and the library's cache in
+        it are given to it before the download, and a token from O(token_file) (root's) reaches it as C(HF_TOKEN).
     type: str
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
@@ -162,7 +167,8 @@ notes:
     and C(hf_http.py), tested against a real Hub-compatible server.
   - The builtin downloader is a small, dependency-free client of the Hub's HTTP API, so the module runs with the
     target's system Python before any venv exists. O(downloader=huggingface_hub) runs the library in a child process
-    of the venv's interpreter, the token passed in its environment (C(HF_TOKEN_PATH) for O(token_file)).
+    of the venv's interpreter as O(owner), never as root, the token passed in its environment (C(HF_TOKEN_PATH)
+    for O(token_file) when the library could read it, else C(HF_TOKEN)).
 seealso:
   - module: gpuserve.sglang.sglang_memory_plan
 """
@@ -354,7 +360,7 @@ def main():
             except KeyError:
                 raise HubError("input", "owner=%s: no such user on the target; create the service account first"
                                % p["owner"])
-        hub, warnings = open_source(p, token, module.check_mode, module.get_bin_path)
+        hub, warnings = open_source(p, token, module.check_mode, module.get_bin_path, account=user)
     except NotYet as e:
         # the play that would write what the source needs has not (check mode): say what would happen
         module.exit_json(changed=True, up_to_date=False, path=p["local_dir"], fetched=[], repaired=[],

@@ -46,9 +46,14 @@ if [ ! -x .venv-hub/bin/olah-cli ] || ! cmp -s tests/lab/requirements-hub.txt .v
   cp tests/lab/requirements-hub.txt .venv-hub/.installed
 fi
 # huggingface_hub at the SGLang lock's versions, for hf_snapshot's downloader=huggingface_hub tests (the venv's
-# interpreter stands for the SGLang venv's).
-if [ ! -x .venv-hflib/bin/python ] || ! cmp -s tests/lab/requirements-hflib.txt .venv-hflib/.installed; then
-  python3 -m venv .venv-hflib
+# interpreter stands for the SGLang venv's). Made from the system's Python (/usr/bin/python3, as a deployment's venv
+# is): the library runs as the model's owner account, never as root, and root's own Python under ~root is not
+# reachable by another account.
+hflib_base="$(command -v /usr/bin/python3 || command -v python3)"
+if [ ! -x .venv-hflib/bin/python ] || ! cmp -s tests/lab/requirements-hflib.txt .venv-hflib/.installed \
+   || [ "$(readlink -f .venv-hflib/bin/python3)" != "$(readlink -f "$hflib_base")" ]; then
+  rm -rf .venv-hflib
+  "$hflib_base" -m venv .venv-hflib
   .venv-hflib/bin/pip install -q --disable-pip-version-check -r tests/lab/requirements-hflib.txt
   cp tests/lab/requirements-hflib.txt .venv-hflib/.installed
 fi

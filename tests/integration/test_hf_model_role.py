@@ -3,6 +3,8 @@ progress is reported, the token lands in a 0600 file and never in the output, a 
 and sends no request, check mode writes nothing, a gated repo stops the play with the reason."""
 import os
 import re
+import shutil
+import tempfile
 
 import pytest
 
@@ -71,18 +73,31 @@ def test_a_gated_repo_stops_with_the_reason(hub, tmp_path):
 
 
 def test_auto_downloads_with_huggingface_hub_when_the_venv_has_it_and_reports_its_version(hub, tmp_path):
-    hub.required_token = TOKEN
-    hub.throttle_bps = 2 * 1024 * 1024
-    hub.requests[:] = []
-    p = play(hub, tmp_path, hf_model_python=HFLIB_PYTHON)
-    assert p.returncode == 0, p.stdout[-3000:]
-    assert "(huggingface_hub 0.36.2)" in " ".join(p.stdout.split()) and "MiB/s" in p.stdout, p.stdout
-    assert [r for r in hub.requests if r[0] == "HEAD"] and all(r[3] for r in hub.requests)
-    assert TOKEN not in p.stdout and TOKEN not in p.stderr
-    hub.throttle_bps = 0
-    hub.requests[:] = []
-    again = play(hub, tmp_path, hf_model_python=HFLIB_PYTHON)
-    assert again.returncode == 0 and recap(again.stdout)["changed"] == 0 and hub.requests == []
+    """The library runs as the model's owner (here nobody), never as root (#42 item 4); with the owner root, auto
+    takes the builtin client."""
+    base = tempfile.mkdtemp(prefix="gpuserve-hfrole-", dir="/var/tmp")
+    os.chmod(base, 0o755)                            # the owner account reaches the model directory
+    try:
+        hub.required_token = TOKEN
+        hub.throttle_bps = 2 * 1024 * 1024
+        hub.requests[:] = []
+        owned = {"hf_model_python": HFLIB_PYTHON, "hf_model_owner": "nobody", "hf_model_group": "nogroup",
+                 "hf_model_dir": os.path.join(base, "model")}
+        p = play(hub, tmp_path, **owned)
+        assert p.returncode == 0, p.stdout[-3000:]
+        assert "(huggingface_hub 0.36.2)" in " ".join(p.stdout.split()) and "MiB/s" in p.stdout, p.stdout
+        assert [r for r in hub.requests if r[0] == "HEAD"] and all(r[3] for r in hub.requests)
+        assert TOKEN not in p.stdout and TOKEN not in p.stderr
+        assert os.stat(os.path.join(base, "model", "config.json")).st_uid == 65534
+        hub.throttle_bps = 0
+        hub.requests[:] = []
+        again = play(hub, tmp_path, **owned)
+        assert again.returncode == 0 and recap(again.stdout)["changed"] == 0 and hub.requests == []
+        as_root = play(hub, tmp_path, hf_model_python=HFLIB_PYTHON)      # owner root: the builtin client
+        assert as_root.returncode == 0, as_root.stdout[-3000:]
+        assert "huggingface_hub" not in " ".join(as_root.stdout.split()).split("The model is complete")[1]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_a_relative_python_is_refused_before_anything_changes(hub, tmp_path):

@@ -1,10 +1,14 @@
 """hf_snapshot with downloader=huggingface_hub: the library at the SGLang lock's version (.venv-hflib, the
 interpreter standing for the SGLang venv's) against the same real Hub-compatible server (olah behind
 tests/lab/local_hub.py). Fresh download verified, a re-run without a request, a killed download resumed by the
-library with a Range request, a corrupted file repaired, a 403 on a file named, the token (HF_TOKEN_PATH) sent and
-never printed, and an interpreter without the library refused before a byte is written."""
+library with a Range request, a corrupted file repaired, a 403 on a file named, the token sent and never printed, and
+an interpreter without the library refused before a byte is written. The library runs as the model's owner (here
+nobody), never as root: the interpreter is the SGLang venv's, which the service account built (#42 item 4)."""
 import json
 import os
+import pathlib
+import shutil
+import tempfile
 import time
 
 import pytest
@@ -39,8 +43,18 @@ def reset(hub):
     hub.reset()
 
 
+@pytest.fixture
+def tmp_path():
+    """A directory the owner account (nobody) can reach: pytest's own is under root's 0700 tree."""
+    d = tempfile.mkdtemp(prefix="gpuserve-hflib-", dir="/var/tmp")
+    os.chmod(d, 0o755)
+    yield pathlib.Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def args(hub, d, **kw):
-    return snapshot_args(REPO, hub, d, {"downloader": "huggingface_hub", "python": HFLIB_PYTHON}, **kw)
+    return snapshot_args(REPO, hub, d, {"downloader": "huggingface_hub", "python": HFLIB_PYTHON, "owner": "nobody"},
+                         **kw)
 
 
 def gets(hub, name):
@@ -136,7 +150,8 @@ def test_a_refused_file_is_named_and_nothing_is_marked_complete(hub, tmp_path):
     assert not (d / W2).exists() and not (d / ".gpuserve-snapshot.json").exists()
 
 
-def test_the_token_reaches_the_library_by_file_and_is_never_printed(hub, tmp_path):
+def test_the_token_reaches_the_library_and_is_never_printed(hub, tmp_path):
+    """A token file is root's (0600): the owner account gets the token it holds in its environment (HF_TOKEN)."""
     hub.required_token = TOKEN
     r = run_module(M, args(hub, tmp_path / "m", token_file=write_token(tmp_path, TOKEN)))
     assert r.get("failed") is not True, r.get("msg")
@@ -178,6 +193,8 @@ def test_auto_starts_the_interpreter_only_when_there_is_something_to_fetch(hub, 
     """downloader auto on a re-run with nothing to do starts no interpreter (importing huggingface_hub costs seconds
     on every no-op deploy); a download starts it twice - the check that it has the library, then the download."""
     starts = tmp_path / "starts"
+    starts.write_text("")
+    starts.chmod(0o666)                      # written by the wrapper, run as the owner account
     wrapper = tmp_path / "python"
     wrapper.write_text("#!/bin/sh\necho start >> %s\nexec %s \"$@\"\n" % (starts, HFLIB_PYTHON))
     wrapper.chmod(0o755)
@@ -190,3 +207,25 @@ def test_auto_starts_the_interpreter_only_when_there_is_something_to_fetch(hub, 
         r = run_module(M, args(hub, d, downloader="auto", python=str(wrapper), revision=rev))
         assert r.get("failed") is not True and r["changed"] is False, r.get("msg")
         assert starts.read_text().count("start") == 2
+
+
+def test_root_never_runs_the_venvs_library_without_an_owner_account(hub, tmp_path):
+    """#42 item 4: with downloader auto, root ran <venv>/bin/python - a venv the service account built, so a service
+    that poisoned its build got code run as root at the next download. Without an owner other than root the library
+    is refused (huggingface_hub) or not used (auto: the builtin client); with one it runs as that account."""
+    refused = run_module(M, args(hub, tmp_path / "r", owner=None))
+    assert refused["failed"] is True and refused["error_kind"] == "input" and "never runs it" in refused["msg"]
+    assert not (tmp_path / "r").exists() and gets(hub, W1) == []
+    auto = run_module(M, args(hub, tmp_path / "a", owner="root", downloader="auto"))
+    assert auto.get("failed") is not True, auto.get("msg")
+    assert "huggingface_hub" not in (auto.get("downloader") or {}) and auto["file_count"] > 0
+    spy = tmp_path / "uids"
+    spy.write_text("")
+    spy.chmod(0o666)
+    wrapper = tmp_path / "python"
+    wrapper.write_text("#!/bin/sh\nid -u >> %s\nexec %s \"$@\"\n" % (spy, HFLIB_PYTHON))
+    wrapper.chmod(0o755)
+    owned = run_module(M, args(hub, tmp_path / "o", python=str(wrapper)))
+    assert owned.get("failed") is not True, owned.get("msg")
+    assert set(spy.read_text().split()) == {"65534"}
+    assert all(os.stat(str(tmp_path / "o" / n)).st_uid == 65534 for n in FILES)

@@ -41,9 +41,15 @@ def test_real_sglang_imports_at_the_pinned_version_with_the_lock_versions(host):
     assert fa_v == "2.8.3+cu12torch2.9cxx11abiTRUE"
 
 
-def test_uv_is_pinned_and_the_service_accounts_tool(host):
+def test_uv_is_pinned_roots_and_the_service_account_cannot_replace_it(host):
+    """#42 item 4: the service account runs uv for its builds, which root seals and later runs; a uv it could
+    replace would poison them. uv, its environment and every directory above are root's, writable by root only."""
     out = host.run("/opt/sglang/tools/uv/bin/uv --version")
     assert out.rc == 0 and out.stdout.split()[:2] == ["uv", "0.9.30"]
-    assert host.file("/opt/sglang/tools/uv/bin/uv").user == "sglang"     # run only as the service account
+    for path in ("/opt/sglang/tools", "/opt/sglang/tools/uv", "/opt/sglang/tools/uv/bin", "/opt/sglang/tools/uv/bin/uv"):
+        f = host.file(path)
+        assert f.user == "root" and f.group == "root" and not f.mode & 0o022, path
+    swap = host.run("runuser -u sglang -- cp /bin/true /opt/sglang/tools/uv/bin/uv")
+    assert swap.rc != 0 and "Permission denied" in swap.stderr
     assert host.file("/opt/sglang/tools/locks/uv-0.9.30.txt").contains("--hash=sha256:")
     assert host.user("sglang").shell == "/usr/sbin/nologin"

@@ -49,8 +49,8 @@ def test_the_model_came_from_the_local_hub_complete_and_verified(host):
     assert manifest["revision"] == "cddbd3b36b67d5afd1f423f823c0254f263ad48c"
     names = sorted(f["path"] for f in manifest["files"])
     assert "config.json" in names and "model-00001-of-00002.safetensors" in names
-    # root's and read-only to the service account, which reads it
-    assert ct(host, "stat", "-c", "%U %a", "/srv/models/Llama-3.1-8B-Instruct/config.json") == "root 644"
+    # the model's own account's (the huggingface_hub library ran as it, never as root) and read-only to the service
+    assert ct(host, "stat", "-c", "%U %a", "/srv/models/Llama-3.1-8B-Instruct/config.json") == "gpuserve-models 644"
     assert ct(host, "runuser", "-u", "sglang", "--", "head", "-c", "1", "/srv/models/Llama-3.1-8B-Instruct/config.json")
     assert host.run("pct exec 100 -- runuser -u sglang -- touch /srv/models/Llama-3.1-8B-Instruct/config.json").rc != 0
     # fetched by the SGLang venv's own huggingface_hub (the lock's version), its bookkeeping not left behind
