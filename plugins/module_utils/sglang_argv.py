@@ -21,7 +21,6 @@ import ipaddress
 import json
 import re
 
-from .files import secret_problem  # noqa: F401  (the server's api_key rule; re-exported for the module)
 
 SECRET_ARGS = ("api_key", "admin_api_key", "hf_token", "token")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")

@@ -562,6 +562,9 @@ NAMESPACE_HINT = (
     "Another path in systemd's words is the unit's own (a drop-in naming a path that does not exist).")
 
 
+NAMESPACING = _NAMESPACING   # what unit_journal waits for after status 226
+
+
 def exec_failure(out, exec_main_status, executable, journal=""):
     """systemd's exit status of a failed start added to the failure; when the launch wrote no output, status
     203/EXEC (the interpreter could not be executed) and 226/NAMESPACE (the unit's sandbox could not be set up: systemd's
@@ -582,14 +585,21 @@ def exec_failure(out, exec_main_status, executable, journal=""):
     return out
 
 
-def unit_journal(unit, lines=20):
-    """The unit's last journal lines (systemd's own words on a failed start), bounded; '' when journalctl fails."""
-    try:
-        p = subprocess.run(["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"],
-                           capture_output=True, text=True, check=False, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return p.stdout if p.returncode == 0 else ""
+def unit_journal(unit, lines=20, want=None, wait=5.0, sleep=time.sleep, clock=time.time):
+    """The unit's last journal lines (systemd's own words on a failed start), bounded; '' when journalctl fails.
+    ``want`` (a compiled pattern): journald stores a line a moment after systemd wrote it (later on a loaded host), so
+    the journal is read again for up to ``wait`` seconds until a line matches."""
+    end = clock() + wait
+    while True:
+        try:
+            p = subprocess.run(["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"],
+                               capture_output=True, text=True, check=False, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        text = p.stdout if p.returncode == 0 else ""
+        if want is None or want.search(text) or clock() >= end:
+            return text
+        sleep(0.25)
 
 
 def failure_message(out, launch_id, ready_timeout):

@@ -286,15 +286,15 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import (
-    SECRET_ARGS, ArgvError, config_text, helper_rank, is_loopback, local_url, secret_problem, server_argv,
+    SECRET_ARGS, ArgvError, config_text, helper_rank, is_loopback, local_url, server_argv,
 )
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import (
-    config_hash, environment_file, exec_failure, failure_message, http_get, keep_running, launch, load_salt, owned_by,
-    pid_alive, plan_vs_actual, port_conflict, port_in_use_failure, port_owner, secret_digest, server_info, stop,
+    NAMESPACING, config_hash, environment_file, exec_failure, failure_message, http_get, keep_running, launch,
+    load_salt, owned_by, pid_alive, plan_vs_actual, port_conflict, port_in_use_failure, port_owner, secret_digest, server_info, stop,
     systemctl, systemd_start, unit_journal, unit_show, watch, write_secret_config, write_state,
 )
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_change import LastGood, check_args
-from ansible_collections.gpuserve.sglang.plugins.module_utils.files import read_json, write_private
+from ansible_collections.gpuserve.sglang.plugins.module_utils.files import read_json, secret_problem, write_private
 
 
 def main():
@@ -504,7 +504,7 @@ def main():
         module.exit_json(**result)
     if systemd and out["status"] == "failed":
         status = unit_show(unit).get("ExecMainStatus")
-        result.update(exec_failure(out, status, argv[0], unit_journal(unit) if status == "226" else ""))
+        result.update(exec_failure(out, status, argv[0], unit_journal(unit, want=NAMESPACING) if status == "226" else ""))
     halt(pid)   # failed or timed out: stopped, so nothing restarts it in a loop
     write_state(state_path, {"pid": None, "config_hash": "", "launch_id": launch_id, "log_path": log_path,
                              "log_offset": offset, "argv": argv, "manager": p["manager"]})

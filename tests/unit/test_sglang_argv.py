@@ -7,6 +7,7 @@ from unit_helpers import load_module_util
 A = load_module_util("sglang_argv")
 P = load_module_util("sglang_process")
 L = load_module_util("sglang_log")
+F = load_module_util("files")
 
 
 def test_the_key_goes_into_a_config_file_sglang_reads_and_argv_only_names_the_file():
@@ -168,14 +169,14 @@ def test_negative_numbers_and_ordinary_lists_still_reach_argv_as_words():
     ("0123456789abcdef\n", "api_key holds a control character"),
 ])
 def test_a_short_key_is_refused_naming_the_variable_never_the_key(value, needle):
-    problem = A.secret_problem("api_key", value)
+    problem = F.secret_problem("api_key", value)
     assert problem and needle in problem
     assert value.strip() not in problem.replace("api_key", "")
 
 
 def test_a_key_of_16_characters_or_none_is_fine():
-    assert A.secret_problem("api_key", "0123456789abcdef") is None
-    assert A.secret_problem("api_key", None) is None and A.secret_problem("api_key", "") is None
+    assert F.secret_problem("api_key", "0123456789abcdef") is None
+    assert F.secret_problem("api_key", None) is None and F.secret_problem("api_key", "") is None
 
 
 @pytest.mark.parametrize("key", ["ab'cd\"ef-TAILSECRET", "q\"uo'te\\'s-TAILSECRET", "only'single-TAILSECRET"])

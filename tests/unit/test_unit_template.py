@@ -119,9 +119,9 @@ def test_fuzz_every_templated_value_with_hostile_text_never_adds_a_setting():
                 "ExecStartPre=+/bin/sh", "a", "/", "-", "#", ";"]
     names = HOSTILE_STRINGS + ["sglang_server_unit_after"]
     refused = 0
-    for _ in range(2000):
+    for _round in range(2000):
         name = rng.choice(names)
-        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8)))
+        text = "".join(rng.choice(alphabet) for _n in range(rng.randint(1, 8)))
         value = [text] if name == "sglang_server_unit_after" else text
         if refused_or_inert(dict(BASE, **{name: value})) is None:
             refused += 1
