@@ -8,7 +8,6 @@ the collection's own filters (jinja2, as Ansible's template lookup does), no Ans
 import os
 import random
 
-import jinja2
 import pytest
 
 from unit_helpers import CONTROLLER, ROOT, load_module_util, load_plugin
@@ -39,6 +38,8 @@ def render(values):
 
 
 def _compile():
+    # the controller's jinja2 (a CONTROLLER test: the targets' Pythons have none)
+    import jinja2  # pylint: disable=import-outside-toplevel
     plugin = load_plugin("filter", "sglang", "gpuserve_filters_unit")
     plugin._mu = load_module_util   # the module_utils by path, not through a collection tree
     filters = plugin.FilterModule().filters()
