@@ -26,6 +26,11 @@ import uuid
 MIN_SECRET_LENGTH = 16
 
 
+def has_control(text):
+    """Whether ``text`` holds a control character (C0 or DEL): a line break, a tab, an escape, a NUL."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
 def secret_problem(name, value):
     """Why ``value`` cannot be the secret ``name`` (an API key, a Hub token), or None when it is unset or usable."""
     if value is None or value == "":
@@ -35,7 +40,7 @@ def secret_problem(name, value):
         return ("%s is %d characters long: use at least %d (e.g. the output of `openssl rand -hex 24`) - a short one "
                 "is guessable, and Ansible masks every occurrence of it in every result, garbling the facts (a key "
                 "'k' turns kv_pool_oom into ********v_pool_oom)" % (name, len(value), MIN_SECRET_LENGTH))
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if has_control(value):
         return "%s holds a control character (line break, tab, ...): use printable characters only" % name
     return None
 

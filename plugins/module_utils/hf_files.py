@@ -25,7 +25,7 @@ import time
 
 from http.client import HTTPException
 
-from .files import write_json
+from .files import has_control, write_json
 
 MANIFEST = ".gpuserve-snapshot.json"
 PROGRESS = ".gpuserve-progress.json"
@@ -63,7 +63,7 @@ def revision_problem(revision):
     """Why ``revision`` cannot be a commit, branch or tag name (git's check-ref-format rules that matter in a URL)."""
     r = str(revision or "")
     if not r or r.startswith(("/", "-")) or r.endswith(("/", ".", ".lock")) or ".." in r or "//" in r or \
-            any(c in r for c in " ~^:?*[\\") or any(ord(c) < 32 or ord(c) == 127 for c in r):
+            any(c in r for c in " ~^:?*[\\") or has_control(r):
         return ("revision=%r: not a commit sha, branch or tag name (no spaces, '..', '~^:?*[\\', control characters, "
                 "or a leading '/' or '-'); pin the 40-character commit you validated" % (revision,))
     return None
@@ -112,7 +112,7 @@ def check_relpath(local_dir, name):
         why = "an absolute path"
     elif "\\" in name:
         why = "a backslash"
-    elif any(ord(c) < 32 or ord(c) == 127 for c in name):
+    elif has_control(name):
         why = "a NUL or control character"
     elif any(part in ("", ".", "..") for part in name.split("/")):
         why = "an empty, '.' or '..' component"
@@ -136,18 +136,14 @@ def _open_nofollow(path, flags, mode=0o644, dir_fd=None):
     return os.fdopen(os.open(path, flags | os.O_NOFOLLOW, mode, dir_fd=dir_fd), "rb" if flags == os.O_RDONLY else "ab")
 
 
-def open_parent_beneath(dest, relpath):
-    """(descriptor, name): the directory ``dest`` (= <model directory>/``relpath``) is written in, reached from the
-    model directory one component at a time, each made when missing and opened relative to its parent's descriptor
-    with O_NOFOLLOW. The names were checked before the run wrote anything (check_relpath), but the model's owner
-    can write in the directory meanwhile: a link swapped into an intermediate directory is refused here (HubError
-    unsafe_path), never followed - with a path it sent root's write elsewhere."""
-    parts = relpath.split("/")
-    if not dest.endswith("/" + relpath):
-        raise ValueError("%s is not <directory>/%s" % (dest, relpath))
-    fd = os.open(dest[:len(dest) - len(relpath) - 1] or "/", os.O_RDONLY | os.O_DIRECTORY)
+def dirs_beneath(base, parts, each=None, label=None):
+    """The descriptor of ``base``/``parts``..., reached from ``base`` one directory at a time: each made when missing
+    (0755) and opened relative to its parent's descriptor with O_NOFOLLOW, ``each(fd)`` called on it. A component
+    that is a link or not a directory (one the model's owner swapped in while root works there) is HubError
+    unsafe_path (naming ``label``, else ``base``), never followed. The caller closes the descriptor."""
+    fd = os.open(base or "/", os.O_RDONLY | os.O_DIRECTORY)
     try:
-        for comp in parts[:-1]:
+        for comp in parts:
             try:
                 os.mkdir(comp, 0o755, dir_fd=fd)
             except OSError as e:
@@ -156,14 +152,27 @@ def open_parent_beneath(dest, relpath):
             nfd = os.open(comp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = nfd
+            if each is not None:
+                each(fd)
     except OSError as e:
         os.close(fd)
         if e.errno in (errno.ELOOP, errno.ENOTDIR):
             raise HubError("unsafe_path", "%s: a directory on its way (%s) is now a link or not a directory - changed "
                                           "in the model directory while this run wrote it; refused, nothing written "
-                                          "through it" % (dest, relpath))
+                                          "through it" % (label or base, "/".join(parts)))
         raise
-    return fd, parts[-1]
+    return fd
+
+
+def open_parent_beneath(dest, relpath):
+    """(descriptor, name): the directory ``dest`` (= <model directory>/``relpath``) is written in, reached from the
+    model directory by ``dirs_beneath``. The names were checked before the run wrote anything (check_relpath), but
+    the model's owner can write in the directory meanwhile: a link swapped into an intermediate directory is refused
+    (HubError unsafe_path), never followed - with a path it sent root's write elsewhere."""
+    parts = relpath.split("/")
+    if not dest.endswith("/" + relpath):
+        raise ValueError("%s is not <directory>/%s" % (dest, relpath))
+    return dirs_beneath(dest[:len(dest) - len(relpath) - 1], parts[:-1], label=dest), parts[-1]
 
 
 def partial_size(part, size):

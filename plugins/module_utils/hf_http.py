@@ -47,8 +47,8 @@ def keeps_authorization(url, location):
 
 def http_get(url, headers, timeout, max_redirects=5):
     """GET with http.client (stdlib): redirects followed (the Authorization header is dropped when the host, the
-    port or the scheme changes, but for an upgrade to https: ``keeps_authorization``), proxies from the environment. Returns the open response
-    (status 2xx); raises HTTPStatusError for any other final status."""
+    port or the scheme changes, but for an upgrade to https: ``keeps_authorization``), proxies from the environment.
+    Returns the open response (status 2xx); raises HTTPStatusError for any other final status."""
     headers = dict(headers)
     for dummy in range(max_redirects + 1):
         u = urlsplit(url)

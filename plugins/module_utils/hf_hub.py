@@ -17,9 +17,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import stat
 import re
 import shutil
+import stat
 import threading
 import time
 
@@ -92,8 +92,9 @@ def open_source(p, token, check_mode=False, which=shutil.which, account=None):
     if p["downloader"] == "huggingface_hub":
         lib = LibraryHub(p["endpoint"], p["python"], token=token, token_file=p["token_file"], timeout=p["timeout"],
                          hf_transfer=p["hf_transfer"], account=account)
-        if lib.refused_as_root():
-            raise HubError("input", lib.refused_as_root() + "; nothing was changed")
+        refused = lib.refused_as_root()
+        if refused:
+            raise HubError("input", refused + "; nothing was changed")
         return lib, []
     return Hub(p["endpoint"], token=token, timeout=p["timeout"]), []
 

@@ -23,7 +23,7 @@ from http.client import HTTPException
 from urllib.parse import quote
 
 from .files import read_json
-from .hf_files import MANIFEST, HubError, check_relpath, is_commit, partial_size, receive, bytes_under
+from .hf_files import MANIFEST, HubError, check_relpath, dirs_beneath, is_commit, partial_size, receive, bytes_under
 from .hf_http import HTTPStatusError, http_get
 
 
@@ -278,13 +278,13 @@ class LibraryHub(Hub):
         anyway: repair_owner gives the model to it at the end), never through a link."""
         if self.account is None or os.geteuid() != 0:
             return
-        here = local_dir
-        for part in [None] + LIBRARY_CACHE.split(os.sep) + ["home"]:
-            if part is not None:
-                here = os.path.join(here, part)
-            if not os.path.lexists(here):
-                os.makedirs(here, 0o755)
-            os.chown(here, self.account.pw_uid, self.account.pw_gid, follow_symlinks=False)
+        if not os.path.isdir(local_dir):
+            os.makedirs(local_dir, 0o755)
+        uid, gid = self.account.pw_uid, self.account.pw_gid
+        os.chown(local_dir, uid, gid, follow_symlinks=False)
+        # the cache's directories one at a time by descriptor: the account owns local_dir, a link it plants there is
+        # refused, never followed by root's chown
+        os.close(dirs_beneath(local_dir, LIBRARY_CACHE.split(os.sep) + ["home"], lambda fd: os.fchown(fd, uid, gid)))
 
     def _env(self, local_dir, job):
         env = dict((k, v) for k, v in os.environ.items() if not k.startswith("HF_"))

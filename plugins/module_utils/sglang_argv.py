@@ -21,6 +21,8 @@ import ipaddress
 import json
 import re
 
+from .files import has_control
+
 
 SECRET_ARGS = ("api_key", "admin_api_key", "hf_token", "token")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -69,7 +71,7 @@ def word_problem(name, value):
     if value.startswith("-"):
         return ("%s=%r: a value beginning with '-' would reach the program as a flag of its own; give each flag as "
                 "its own key (negative numbers without quotes)" % (name, value))
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if has_control(value):
         return ("%s=%r: the value holds a control character (line break, tab, ...); use printable characters only"
                 % (name, value))
     return None
@@ -86,7 +88,7 @@ def control_problems(values):
     for name in sorted(values or {}, key=str):
         value = values[name]
         for item in (value if isinstance(value, (list, tuple)) else [value]):
-            if isinstance(item, str) and any(ord(c) < 32 or ord(c) == 127 for c in item):
+            if isinstance(item, str) and has_control(item):
                 problems.append("%s=%r holds a control character (line break, tab, ...): it would end a line of the "
                                 "unit or config file and start one of its own; use printable characters only"
                                 % (name, item))

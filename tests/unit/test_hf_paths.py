@@ -207,3 +207,23 @@ def test_a_name_listed_twice_is_taken_once_and_refused_when_the_two_differ(tmp_p
     assert F.unique_listing([same, dict(same), {"path": "b", "size": 1}], "org/name") == [same, {"path": "b", "size": 1}]
     with pytest.raises(F.HubError, match=r"names 'config.json' twice, with different sizes or hashes"):
         F.unique_listing([same, dict(same, size=3)], "org/name")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown)")
+def test_the_library_cache_given_to_the_owner_is_reached_by_descriptor_never_through_a_planted_link(tmp_path):
+    """The owner account owns the model directory while root makes the library's cache in it: a `.cache` it planted
+    as a link to another directory is refused (unsafe_path), and nothing outside changes hands."""
+    import pwd  # pylint: disable=import-outside-toplevel
+    model = tmp_path / "model"
+    model.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(str(outside), str(model / ".cache"))
+    lib = S.LibraryHub("http://hub", "/usr/bin/python3", account=pwd.getpwnam("nobody"))
+    with pytest.raises(F.HubError) as exc:
+        lib._give(str(model))                     # pylint: disable=protected-access
+    assert exc.value.kind == "unsafe_path"
+    assert os.listdir(str(outside)) == [] and os.stat(str(outside)).st_uid == 0
+    os.unlink(str(model / ".cache"))
+    lib._give(str(model))                         # pylint: disable=protected-access
+    assert os.stat(str(model / ".cache" / "huggingface" / "home")).st_uid == 65534
