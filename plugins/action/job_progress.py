@@ -63,6 +63,26 @@ def job_state(text):
     return "finished"
 
 
+def message_texts(items):
+    """A finished job's warnings (or deprecations) as text. The job's results file is the module's raw JSON: with
+    ansible-core 2.19 each entry is a serialized WarningSummary ({"event": {"msg": ..., "chain": ...}, "__ansible_type":
+    ...}), which printed as a Python dict when handed back as it is; before 2.19, a string."""
+    texts = []
+    for item in items or []:
+        if isinstance(item, dict):
+            event = item.get("event") if isinstance(item.get("event"), dict) else item
+            parts = []
+            while isinstance(event, dict):
+                if event.get("msg"):
+                    parts.append(str(event["msg"]))
+                chain = event.get("chain")
+                event = chain.get("event") if isinstance(chain, dict) else None
+            texts.append(": ".join(parts) if parts else json.dumps(item, sort_keys=True))
+        else:
+            texts.append(str(item))
+    return texts
+
+
 def run_dir(base=None):
     """This ansible-playbook run's directory for group outcomes: the workers running a task are forked from the
     playbook process, so its pid and start time name the run (two runs never share a directory)."""
@@ -196,6 +216,14 @@ class ActionModule(ActionBase):
         self._low_level_execute_command("rm -f -- %s" % shell.quote(jobfile))
         for key in ("started", "finished", "results_file", "ansible_job_id", "erased"):
             status.pop(key, None)
+        for key in ("warnings", "deprecations"):
+            if key in status:
+                texts = message_texts(status.pop(key))
+                if key == "warnings":
+                    result.setdefault("warnings", []).extend(texts)
+                else:
+                    for text in texts:
+                        display.deprecated(text)
         result.update(status)
         result["polls"] = polls
         if gdir:

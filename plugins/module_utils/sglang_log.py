@@ -117,6 +117,9 @@ _RE_EXITCODE = re.compile(r"^Exit code: (-?\d+)")
 _RE_ARCH = re.compile(r"Model architectures? (\[[^\]]{0,300}\]|\S+) (?:are|is) not supported|has no SGlang implementation"
                       r"|Unsupported architectures?: (\S{1,300})\. Supported list")
 # model_runner_kv_cache_mixin (0.4.x to 0.5.9): the user's --max-total-tokens above what the memory profile allows
+_RE_DEVICE = re.compile(r"\bdevice='(\w+)'")
+# 0.5.9's tokenizer manager refusing a request longer than the pool and context allow (the warm-up's too)
+_RE_INPUT_TOO_LONG = re.compile(r"Input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)")
 _RE_PROFILED = re.compile(r"max_total_tokens=(-?\d+) is larger than the profiled value (-?\d+)")
 _RE_HTTP_STATUS = re.compile(r"\b(401|403|404)\b")
 
@@ -402,7 +405,8 @@ class LogParser(object):
             self.facts[key] = value
             self._fact_rank0[key] = _is_rank0(rank)
 
-    def _add_failure(self, kind, message, rank, frames=(), tb_lines=None, phase=None, inferred=False):
+    def _add_failure(self, kind, message, rank, frames=(), tb_lines=None, phase=None, inferred=False,
+                     provisional=False):
         cand = {
             "kind": kind,
             "message": (message or "")[:MESSAGE_MAX],
@@ -415,6 +419,8 @@ class LogParser(object):
         }
         if inferred:
             cand["inferred"] = True
+        if provisional:
+            cand["provisional"] = True
         self.failures.append(cand)
         if len(self.failures) > 16:
             # keep the best and the earliest few: drop the least specific latest one
@@ -712,6 +718,9 @@ class LogParser(object):
         mm = _RE_VERSION.search(msg)
         if mm:
             self._fact(None, "sglang_version", mm.group(1))
+        mm = _RE_DEVICE.search(msg)
+        if mm:
+            self._fact(None, "device", mm.group(1))
 
     def _on_ready(self, msg, rank, prefixed):
         self._advance("ready")
@@ -778,7 +787,9 @@ class LogParser(object):
         if self.phase != "draft":       # a draft model's own profile says nothing about the target's pool
             self._fact(rank, "profiled_max_total_num_tokens", profiled)
             if profiled <= 0:
-                self._add_failure("kv_pool_oom", msg, rank or self._last_rank, phase="memory_pool")
+                # the pool's error follows (0.5.9's "Not enough memory ... Current value"): that line is the message
+                # when it comes; this one stands for it in a log cut here
+                self._add_failure("kv_pool_oom", msg, rank or self._last_rank, phase="memory_pool", provisional=True)
                 self.died = True
         return None
 
@@ -871,7 +882,7 @@ class LogParser(object):
         post_ready = [f for f in self.failures if f["after_ready"]]
         candidates = pre_ready if pre_ready else (post_ready if self.fatal_after_ready else [])
         if candidates:
-            best = max(candidates, key=lambda f: (_SPECIFICITY[f["kind"]], -f["lineno"]))
+            best = max(candidates, key=lambda f: (_SPECIFICITY[f["kind"]], not f.get("provisional"), -f["lineno"]))
             loaded = self.facts.get("weights_gb") is not None
             if self.import_evidence and not loaded and (
                     best["kind"] == "unsupported_model" or (best.get("inferred") and best["kind"] == "other")):
@@ -937,6 +948,11 @@ def _fmt(x):
     return ("%.2f" % x).rstrip("0").rstrip(".")
 
 
+def _fmt_small(x):
+    """Two decimals, or two significant digits below 0.01 (a fraction of 0.0001 is not 0)."""
+    return _fmt(x) if x == 0 or abs(x) >= 0.01 else "%.2g" % x
+
+
 def hint_for(failure, facts, parser=None):
     """What to do about a failure, with the log's numbers where it has them."""
     kind = failure["kind"]
@@ -954,15 +970,20 @@ def hint_for(failure, facts, parser=None):
             weights = m0 - m1 if w is None else w
             rest = m1 - m0 * (1 - mfs)
             parts.append(
-                "The static budget is mem_fraction_static x free memory = %s x %s = %s GiB per GPU; the weights "
+                "The static budget is mem_fraction_static x free memory = %s x %s = %s GiB%s; the weights "
                 "took %s GiB, leaving %s GiB for the KV cache%s."
-                % (_fmt(mfs), _fmt(m0), _fmt(mfs * m0), _fmt(weights), _fmt(rest),
+                % (_fmt_small(mfs), _fmt(m0), _fmt_small(mfs * m0),
+                   " of the machine's memory (--device cpu)" if facts.get("device") == "cpu" else " per GPU",
+                   _fmt_small(weights), _fmt_small(rest),
                    " and the hybrid (mamba/GDN) state pools" if "mamba_cache_gb" in facts or spec else ""))
+            profiled = facts.get("profiled_max_total_num_tokens")
+            if profiled is not None and profiled <= 0:
+                parts.append("SGLang's own profile of that room came to %d tokens." % profiled)
             need = weights / m0 if m0 else None
             if need is not None and rest <= 0:
                 parts.append("Any mem_fraction_static at or below %s cannot hold the weights." % _fmt(need))
         elif mfs is not None:
-            parts.append("mem_fraction_static was %s." % _fmt(mfs))
+            parts.append("mem_fraction_static was %s." % _fmt_small(mfs))
         parts.append(
             "Raise --mem-fraction-static (lowering it makes this worse), or shrink what sits in the budget: "
             "more GPUs (tp_size), a quantized checkpoint, and for hybrid GDN models with speculative decoding "
@@ -1052,6 +1073,19 @@ def hint_for(failure, facts, parser=None):
                 "Choose a tp_size that divides them (see config.json)." % (" (%d)" % tp if tp else ""))
     if kind == "bad_argument":
         return "A server argument was rejected: %s Fix it in sglang_server_args." % msg
+    mm = _RE_INPUT_TOO_LONG.search(msg)
+    if mm:
+        pool = facts.get("max_total_num_tokens")
+        return ("A request of %s tokens%s is longer than this launch takes (%s tokens): SGLang 0.5.9 allows an input "
+                "of at most the smaller of context_length and the KV pool (max_total_num_tokens%s) less a few reserved "
+                "tokens. Raise --max-total-tokens (or leave it unset so the pool is sized from memory) or "
+                "--context-length; a pool smaller than the warm-up request never becomes ready."
+                % (mm.group(1), " (the server's own warm-up)" if failure.get("phase") == "warmup" else "",
+                   mm.group(2), "=%d" % pool if pool is not None else ""))
+    if "active drivers" in msg and "There should only be one" in msg:
+        return ("Triton found no driver for this device: a Triton kernel ran where no GPU is (with --device cpu, "
+                "--page-size above 1 allocates through one at the first request, the warm-up). Use --page-size 1 on "
+                "the CPU engine, or run on a GPU.")
     if "unbalanced" in msg:
         return ("Free memory differs between the TP GPUs: another process holds memory on one of them. "
                 "Free it (nvidia-smi) or restart the container.")

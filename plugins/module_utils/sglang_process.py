@@ -382,7 +382,11 @@ def _decisive(parser):
     return False
 
 
-def server_info(base_url, api_key=None):
+def server_info(base_url, api_key=None, facts=None):
+    """What /server_info says of the running server, with the values SGLang resolved where it repeats the args: 0.5.9
+    answers ``context_length`` and ``max_running_requests`` as given (null unless set); the resolved ones are the
+    scheduler's ``effective_max_running_requests_per_dp`` (x dp_size) and the launch log's ``context_len`` (``facts``:
+    the parsed log of this launch)."""
     code, body = http_get(base_url + "/server_info", timeout=5.0, api_key=api_key)
     if code != 200:
         return None
@@ -392,14 +396,24 @@ def server_info(base_url, api_key=None):
         return None
     keep = {}
     for key in ("max_total_num_tokens", "max_req_input_len", "mem_fraction_static", "tp_size", "context_length",
-                "max_running_requests", "chunked_prefill_size", "version"):
+                "max_running_requests", "max_total_tokens", "chunked_prefill_size", "device", "version"):
         if key in info:
             keep[key] = info[key]
     states = info.get("internal_states") or []
-    if states and isinstance(states[0], dict):
-        keep["memory_usage"] = states[0].get("memory_usage")
-        if "max_mamba_cache_size" in states[0]:
-            keep["max_mamba_cache_size"] = states[0]["max_mamba_cache_size"]
+    state = states[0] if states and isinstance(states[0], dict) else {}
+    if state:
+        keep["memory_usage"] = state.get("memory_usage")
+        if "max_mamba_cache_size" in state:
+            keep["max_mamba_cache_size"] = state["max_mamba_cache_size"]
+    facts = facts or {}
+    if keep.get("max_running_requests") is None:
+        per_dp = state.get("effective_max_running_requests_per_dp")
+        if isinstance(per_dp, int) and not isinstance(per_dp, bool):
+            keep["max_running_requests"] = per_dp * int(info.get("dp_size") or 1)
+        elif facts.get("max_running_requests") is not None:
+            keep["max_running_requests"] = facts["max_running_requests"]
+    if keep.get("context_length") is None and facts.get("context_len") is not None:
+        keep["context_length"] = facts["context_len"]
     return keep
 
 
@@ -533,6 +547,15 @@ def port_in_use_failure(host, port, owner, running):
                 who, " and the running server was left serving" if running else "")}
 
 
+def launch_facts(state):
+    """The numbers a launch logged (parsed from its log, from the launch's offset on: the first 8 MiB, where
+    start-up is), for a server found running; {} when the state names no readable log."""
+    if not state.get("log_path"):
+        return {}
+    tail = _Tail(state["log_path"], int(state.get("log_offset") or 0))
+    return tail.flush()["facts"] if tail.poll() else {}
+
+
 def plan_vs_actual(planned, info, tolerance):
     """The planned KV tokens next to what /server_info reports: the record, and a warning text when they differ
     by more than ``tolerance`` (relative), naming the likely causes. (None, None) without a plan or an answer."""
@@ -543,12 +566,19 @@ def plan_vs_actual(planned, info, tolerance):
     within = ratio is not None and abs(ratio - 1.0) <= tolerance
     record = {"predicted_max_total_num_tokens": planned, "actual_max_total_num_tokens": actual, "ratio": ratio,
               "tolerance": tolerance, "within_tolerance": within}
-    warning = None if within else (
-        "planned %s KV tokens, SGLang reports %s (ratio %s, beyond the %.0f %% tolerance): the plan's inputs differ "
-        "from this launch - most often the free memory after CUDA/NCCL init (measure it: playbooks/diagnose.yml "
-        "replays the launch's logged numbers) or a checkpoint that is not the model its config.json describes"
-        % (planned, actual, ratio, 100 * tolerance))
-    return record, warning
+    if within:
+        return record, None
+    cap = info.get("max_total_tokens")
+    if cap:
+        # --max-total-tokens sized the pool on purpose: the pool is the cap (or less, when memory holds less)
+        cause = ("--max-total-tokens=%s caps the pool on purpose%s: plan with the same cap (the server's args), or "
+                 "drop the cap for a pool sized from memory" % (
+                     cap, "" if actual == cap else " and memory held only %s" % actual))
+    else:
+        cause = ("most often the free memory after CUDA/NCCL init (measure it: playbooks/diagnose.yml replays the "
+                 "launch's logged numbers) or a checkpoint that is not the model its config.json describes")
+    return record, ("planned %s KV tokens, SGLang reports %s (ratio %s, beyond the %.0f %% tolerance): the plan's "
+                    "inputs differ from this launch - %s" % (planned, actual, ratio, 100 * tolerance, cause))
 
 
 # systemd's exit status 226/NAMESPACE: it could not set up the unit's mount namespace, before SGLang ran at all.

@@ -245,7 +245,8 @@ detected_after_exit_s:
   returned: when the process exited
   type: float
 server_info:
-  description: From C(/server_info) when ready, C(max_total_num_tokens), C(memory_usage) and the resolved args.
+  description: From C(/server_info) when ready, C(max_total_num_tokens), C(memory_usage) and the args as SGLang resolved them
+    (C(context_length) and C(max_running_requests) are the resolved values, not null when left unset).
   returned: when ready
   type: dict
 plan_vs_actual:
@@ -290,8 +291,8 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import
 )
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_process import (
     NAMESPACING, config_hash, environment_file, exec_failure, failure_message, http_get, keep_running, launch,
-    load_salt, owned_by, pid_alive, plan_vs_actual, port_conflict, port_in_use_failure, port_owner, secret_digest, server_info, stop,
-    systemctl, systemd_start, unit_journal, unit_show, watch, write_secret_config, write_state,
+    launch_facts, load_salt, owned_by, pid_alive, plan_vs_actual, port_conflict, port_in_use_failure, port_owner,
+    secret_digest, server_info, stop, systemctl, systemd_start, unit_journal, unit_show, watch, write_secret_config, write_state,
 )
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_change import LastGood, check_args
 from ansible_collections.gpuserve.sglang.plugins.module_utils.files import read_json, secret_problem, write_private
@@ -436,10 +437,11 @@ def main():
         code, _body = http_get(base_url + p["health"], timeout=20.0, api_key=p["api_key"])
         if code == 200:
             # also in check mode (a read-only GET): a role's quick look in check mode is then the whole answer
-            result.update(status="ready", pid=cur_pid, launch_id=prev.get("launch_id"),
-                          server_info=server_info(base_url, p["api_key"]))
+            info = server_info(base_url, p["api_key"], launch_facts(prev))
+            result.update(status="ready", pid=cur_pid, launch_id=prev.get("launch_id"), server_info=info)
             if systemd and not module.check_mode:
                 last_good.save(chash, argv, prev.get("launch_id"), good_paths)
+            compare_with_plan(module, result, p, info)
             module.exit_json(**result)
 
     # Before anything is written or stopped - in check mode too, so the role's look before it writes the unit refuses
@@ -494,13 +496,9 @@ def main():
     if out["status"] == "ready":
         if systemd:
             last_good.save(chash, argv, launch_id, good_paths)
-        info = server_info(base_url, p["api_key"])
+        info = server_info(base_url, p["api_key"], out.get("facts"))
         result["server_info"] = info
-        record, warning = plan_vs_actual(p["plan_max_total_num_tokens"], info, p["plan_tolerance"])
-        if record is not None:
-            result["plan_vs_actual"] = record
-        if warning:
-            module.warn(warning)
+        compare_with_plan(module, result, p, info)
         module.exit_json(**result)
     if systemd and out["status"] == "failed":
         status = unit_show(unit).get("ExecMainStatus")
@@ -517,6 +515,16 @@ def main():
                 restored["launch_id"], "it is ready again and serving" if restored["status"] == "ready"
                 else "it did not become ready either (%s): %s" % (restored["status"], restored.get("message"))))
     module.fail_json(msg=msg, **result)
+
+
+def compare_with_plan(module, result, p, info):
+    """plan_vs_actual in the result whenever the server is ready and a plan was given (a re-run that changes nothing
+    too: a plan that no longer matches the server is said every run), its warning as text."""
+    record, warning = plan_vs_actual(p["plan_max_total_num_tokens"], info, p["plan_tolerance"])
+    if record is not None:
+        result["plan_vs_actual"] = record
+    if warning:
+        module.warn(warning)
 
 
 def restore_last_good(last_good, failed_hash, unit, log_path, state_path, base_url, p):

@@ -259,7 +259,7 @@ def test_check_mode_on_a_stopped_server_launches_nothing(server):
 def test_a_long_start_up_prints_its_phase_and_numbers_while_it_waits(server, tmp_path):
     """The role's shape: the module in the background, job_progress printing its progress file."""
     progress = os.path.join(server["state_dir"], "p.json")
-    a = scen(server, "ready_tp1_dense", progress_file=progress,
+    a = scen(server, "ready_tp1_dense", progress_file=progress, plan_max_total_num_tokens=150000,
              public_env={"PYTHONPATH": STANDIN, "SGLANG_STANDIN_SPEED": "4"})   # a start-up of several seconds
     p = run_playbook([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
         {"name": "start", "gpuserve.sglang.sglang_server": a, "async": 300, "poll": 0, "register": "job"},
@@ -272,6 +272,10 @@ def test_a_long_start_up_prints_its_phase_and_numbers_while_it_waits(server, tmp
     assert any("phase load_weights" in line for line in lines), lines
     assert any("weights 15.07 GiB" in line for line in lines), lines
     assert len(lines) >= 3 and "status=ready tokens=207346" in p.stdout
+    # the job's warning is text, as the module's own would be (ansible-core 2.19 serializes it in the job's file)
+    said = p.stdout + p.stderr
+    assert "[WARNING]: planned 150000 KV tokens, SGLang reports 207346" in said, said[-3000:]
+    assert "__ansible_type" not in said and "'event'" not in said
 
 
 def test_a_plan_far_from_the_actual_capacity_is_warned_with_both_numbers(server):
@@ -280,6 +284,13 @@ def test_a_plan_far_from_the_actual_capacity_is_warned_with_both_numbers(server)
     pva = r["plan_vs_actual"]
     assert pva["within_tolerance"] is False and pva["actual_max_total_num_tokens"] == 207346
     assert any("planned 150000 KV tokens, SGLang reports 207346" in w for w in r.get("warnings", [])), r.get("warnings")
+    # the same again: nothing launched, the comparison and its warning still there (a plan that no longer matches
+    # the server is said on every run), and the context as the launch's log resolved it, not the null of the args
+    again = run_module(M, scen(server, "ready_tp1_dense", plan_max_total_num_tokens=150000))
+    assert again["changed"] is False and again["pid"] == r["pid"]
+    assert again["plan_vs_actual"] == pva
+    assert any("planned 150000 KV tokens, SGLang reports 207346" in w for w in again.get("warnings", []))
+    assert again["server_info"]["context_length"] == 131072 and again["server_info"]["max_running_requests"] == 2048
     close = run_module(M, scen(server, "ready_tp1_dense", plan_max_total_num_tokens=200000, args={"context_length": 4096}))
     assert close["plan_vs_actual"]["within_tolerance"] is True and not close.get("warnings")
 

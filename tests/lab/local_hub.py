@@ -20,6 +20,11 @@ import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tiny_llama  # noqa: E402  pylint: disable=wrong-import-position
+
+REAL_REPO = "gpuserve-lab/tiny-llama"
+
 
 def free_port():
     s = socket.socket()
@@ -242,14 +247,18 @@ def serve(argv=None):
     ap.add_argument("--bind", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8091)
     ap.add_argument("--repo", default="gpuserve-lab/Llama-3.1-8B-Instruct")
+    ap.add_argument("--real-repo", default=REAL_REPO, help="the real tiny model (tests/lab/tiny_llama.py) the real "
+                    "SGLang 0.5.9 serves in the lab's CPU-engine profile")
     a = ap.parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     os.makedirs(a.workdir, exist_ok=True)
     hub = LocalHub(a.workdir, a.olah, bind=a.bind, port=a.port)
     sha = hub.add_repo(a.repo, lab_model_files(root))
+    real_sha = hub.add_repo(a.real_repo, tiny_llama.files())
     hub.start()
     with open(os.path.join(a.workdir, "hub.json"), "w") as f:
-        json.dump({"endpoint": hub.endpoint, "repo_id": a.repo, "revision": sha, "pid": os.getpid()}, f)
+        json.dump({"endpoint": hub.endpoint, "repo_id": a.repo, "revision": sha, "pid": os.getpid(),
+                   "real_repo_id": a.real_repo, "real_revision": real_sha}, f)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *x: stop.set())
     signal.signal(signal.SIGINT, lambda *x: stop.set())

@@ -41,6 +41,16 @@ CASES = {
     "bad_argument.log": ("failed", "args", "bad_argument", None),
     "warmup_failed.log": ("failed", "warmup", "other", None),
     "scheduler_dead_oom_killer.log": ("failed", "load_weights", "other", None),
+    # recorded from the real SGLang 0.5.9 (CPU engine, the lab's tiny model): what a real launch logs
+    "real_cpu_ready_capped.log": ("ready", "ready", None, None),
+    "real_cpu_pool_f0.05_p1.log": ("ready", "ready", None, None),
+    "real_cpu_pool_f0.3_p1.log": ("ready", "ready", None, None),
+    "real_cpu_pool_f0.1_p16.log": ("failed", "warmup", "other", None),
+    "real_cpu_pool_f0.2_p16.log": ("failed", "warmup", "other", None),
+    "real_cpu_pool_f0.03_p64.log": ("failed", "warmup", "other", None),
+    "real_cpu_kv_pool_oom.log": ("failed", "memory_pool", "kv_pool_oom", None),
+    "real_cpu_kv_pool_oom_capped.log": ("failed", "memory_pool", "kv_pool_oom", None),
+    "real_cpu_warmup_input_too_long.log": ("failed", "warmup", "other", None),
 }
 
 
@@ -563,3 +573,47 @@ def test_the_0_3_x_unsupported_architecture_error_is_unsupported_model():
     r = SL.parse_log("Traceback (most recent call last):\n  File \"/x/model_loader.py\", line 1, in load_model_cls_srt\n"
                      "ValueError: Unsupported architectures: FooForCausalLM. Supported list: ['LlamaForCausalLM']\n")
     assert r["failure"]["kind"] == "unsupported_model"
+
+
+def test_real_launches_read_as_sglang_resolved_them():
+    """The real 0.5.9 on the CPU engine: its device, its resolved fraction, pool, request limit and context."""
+    facts = SL.parse_log(fixture_text("sglang_logs", "real_cpu_ready_capped.log"))["facts"]
+    assert facts["device"] == "cpu" and facts["mem_fraction_static"] == 0.742
+    assert (facts["max_total_num_tokens"], facts["max_running_requests"], facts["context_len"]) == (8192, 4096, 2048)
+    assert facts["avail_mem_before_load_gb"] == 21.43 and facts["weights_gb"] == 0.0
+
+
+@pytest.mark.parametrize("name", ["real_cpu_kv_pool_oom.log", "real_cpu_kv_pool_oom_capped.log"])
+def test_the_real_pool_error_is_the_message_with_the_fraction_in_its_digits(name):
+    """The seed's error, for real: the message is 0.5.9's own line (not the 'profiled value' line before it when a
+    cap was given), and the hint's numbers keep a fraction of 0.0001 (it was printed as 0)."""
+    r = SL.parse_log(fixture_text("sglang_logs", name))
+    f = r["failure"]
+    assert f["message"] == ("Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+                            "self.server_args.mem_fraction_static=0.0001")
+    assert "= 0.0001 x " in f["hint"] and "of the machine's memory (--device cpu)" in f["hint"]
+    if "capped" in name:
+        assert r["facts"]["profiled_max_total_num_tokens"] == -50666
+        assert "SGLang's own profile of that room came to -50666 tokens." in f["hint"]
+
+
+def test_a_profiled_pool_below_zero_alone_is_still_the_pool_error():
+    """A log cut right after 0.5.9's 'larger than the profiled value' line: that line stands for the error."""
+    text = fixture_text("sglang_logs", "real_cpu_kv_pool_oom_capped.log")
+    cut = text[:text.index("\n", text.index("is larger than the profiled value")) + 1]
+    f = SL.parse_log(cut)["failure"]
+    assert f["kind"] == "kv_pool_oom" and "profiled value -50666" in f["message"]
+
+
+def test_a_real_warm_up_longer_than_the_pool_names_both_lengths():
+    f = SL.parse_log(fixture_text("sglang_logs", "real_cpu_warmup_input_too_long.log"))["failure"]
+    assert f["phase"] == "warmup" and "Input length (29 tokens)" in f["message"]
+    assert f["hint"].startswith("A request of 29 tokens (the server's own warm-up) is longer than this launch takes "
+                                "(10 tokens)")
+    assert "max_total_num_tokens=16" in f["hint"] and "Raise --max-total-tokens" in f["hint"]
+
+
+def test_a_paged_pool_on_the_cpu_engine_names_triton_and_the_page_size():
+    f = SL.parse_log(fixture_text("sglang_logs", "real_cpu_pool_f0.1_p16.log"))["failure"]
+    assert f["message"] == "RuntimeError: 0 active drivers ([]). There should only be one."
+    assert "Use --page-size 1 on the CPU engine" in f["hint"]

@@ -1,9 +1,10 @@
 """sglang_process helpers that need no process: systemd quoting and the EnvironmentFile body."""
+import json
 import os
 
 import pytest
 
-from unit_helpers import load_module_util
+from unit_helpers import FIXTURES, fixture_text, load_module_util
 
 SP = load_module_util("sglang_process")
 
@@ -157,3 +158,62 @@ def test_the_journal_is_read_again_until_systemds_line_is_there(monkeypatch):
         return t[0]
     monkeypatch.setattr(SP.subprocess, "run", lambda argv, **kw: Done(""))
     assert SP.unit_journal("sglang-q.service", want=SP.NAMESPACING, wait=3.0, sleep=lambda s: None, clock=clock) == ""
+
+
+def _serve_json(path):
+    """A loopback HTTP server answering every GET with this file's JSON (as SGLang's /server_info answers)."""
+    import threading  # pylint: disable=import-outside-toplevel
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # pylint: disable=import-outside-toplevel
+    with open(path, "rb") as fh:
+        body = fh.read()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def test_server_info_returns_what_sglang_resolved_not_the_unset_args():
+    """The real 0.5.9's /server_info (CPU engine, --max-total-tokens 5000; tests/fixtures/sglang_http) repeats the args:
+    context_length and max_running_requests null. Returned: the scheduler's 2500 and the log's context 2048."""
+    srv = _serve_json(os.path.join(FIXTURES, "sglang_http", "server_info_real_cpu_capped.json"))
+    try:
+        url = "http://127.0.0.1:%d" % srv.server_address[1]
+        info = SP.server_info(url, facts={"context_len": 2048, "max_running_requests": 2500})
+        assert info["max_total_num_tokens"] == 5000 and info["max_total_tokens"] == 5000
+        assert info["max_running_requests"] == 2500 and info["context_length"] == 2048
+        assert info["device"] == "cpu" and info["version"] == "0.5.9" and "api_key" not in json.dumps(info)
+        # without the log: the scheduler's own answer still; the context stays unknown rather than invented
+        bare = SP.server_info(url)
+        assert bare["max_running_requests"] == 2500 and bare["context_length"] is None
+    finally:
+        srv.shutdown()
+
+
+def test_a_capped_pool_is_named_first_when_the_plan_disagrees():
+    """Asked 5,000 (the cap), planned 8,192: the cap is the cause, not free memory or the checkpoint."""
+    _record, warning = SP.plan_vs_actual(8192, {"max_total_num_tokens": 5000, "max_total_tokens": 5000}, 0.1)
+    assert warning.endswith("--max-total-tokens=5000 caps the pool on purpose: plan with the same cap (the server's "
+                            "args), or drop the cap for a pool sized from memory")
+    _record, warning = SP.plan_vs_actual(8192, {"max_total_num_tokens": 4000, "max_total_tokens": 5000}, 0.1)
+    assert "caps the pool on purpose and memory held only 4000" in warning
+
+
+def test_launch_facts_reads_the_launchs_own_log_from_its_offset(tmp_path):
+    log = tmp_path / "sglang.log"
+    old = fixture_text("sglang_logs", "real_cpu_warmup_input_too_long.log")
+    new = fixture_text("sglang_logs", "real_cpu_ready_capped.log")
+    log.write_text(old + new)
+    facts = SP.launch_facts({"log_path": str(log), "log_offset": len(old.encode())})
+    assert facts["max_total_num_tokens"] == 8192 and facts["context_len"] == 2048
+    assert SP.launch_facts({}) == {} and SP.launch_facts({"log_path": str(tmp_path / "gone")}) == {}

@@ -395,16 +395,21 @@ def make_handler(state):
                                         "is_generation": True, "weight_version": "default"})
             if path in ("/server_info", "/get_server_info"):
                 f = state.facts
+                # as 0.5.9's get_server_info: the server args as given (context_length, max_running_requests and
+                # max_total_tokens null unless set - tests/fixtures/sglang_http/server_info_real_cpu_capped.json is
+                # the real answer), the scheduler's resolved values in internal_states
                 return self._send(200, {
                     "model_path": a.model_path, "tp_size": a.tp_size, "port": a.port,
                     "mem_fraction_static": f.get("mem_fraction_static", a.mem_fraction_static),
-                    "context_length": f.get("context_len"), "status": "ready",
+                    "context_length": a.context_length, "max_running_requests": a.max_running_requests,
+                    "max_total_tokens": a.max_total_tokens, "dp_size": 1, "status": "ready",
                     "max_total_num_tokens": f.get("max_total_num_tokens"),
                     "max_req_input_len": (f.get("context_len") or 1) - 1, "version": "0.5.9",
                     "internal_states": [{"memory_usage": {
                         "weight": f.get("weights_gb"),
                         "kvcache": round((f.get("k_size_gb") or 0) + (f.get("v_size_gb") or 0), 2),
-                        "token_capacity": f.get("max_total_num_tokens"), "graph": f.get("cuda_graph_mem_gb")}}]})
+                        "token_capacity": f.get("max_total_num_tokens"), "graph": f.get("cuda_graph_mem_gb")},
+                        "effective_max_running_requests_per_dp": f.get("max_running_requests")}]})
             if path == "/get_load":
                 # http_server.get_load -> Scheduler.get_load of 0.5.9: one entry per DP rank; num_reqs counts the
                 # running and the waiting requests (here: the /generate requests being answered)
