@@ -61,6 +61,7 @@ SLOT0 := env -u CONTAINERS_CONF -u GPUSERVE_LAB_HOST_IP -u GPUSERVE_LAB_STATE -u
 lab: deps collection
 	$(SLOT0) python3 tests/lab/lab.py up
 	$(SLOT0) $(BIN)/ansible-playbook $(LAB_INV) tests/lab/playbooks/stage-standin.yml
+	$(SLOT0) $(BIN)/ansible-playbook $(LAB_INV) tests/lab/playbooks/stage-cpu-engine.yml
 	$(SLOT0) $(BIN)/ansible-playbook $(LAB_INV) playbooks/deploy.yml
 	$(SLOT0) $(BIN)/ansible-playbook $(LAB_INV) playbooks/deploy.yml | tee build/lab/deploy-again.log
 	@grep -Eq 'changed=[1-9]' build/lab/deploy-again.log && { echo "lab: the second deploy changed something"; exit 1; } || echo "lab: second deploy changed=0"

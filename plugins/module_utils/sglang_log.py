@@ -334,6 +334,8 @@ EVENT_RULES = (
     ("has", ("Traceback (most recent call last)",), "_on_traceback"),
     ("has", ("sigquit",), "_on_sigquit"),
     ("has", ("scheduler is dead", "died during initialization"), "_on_scheduler_dead"),
+    ("starts", "SIGTERM received", "_on_sigterm"),
+    ("starts", "Gracefully exiting", "_on_graceful_exit"),
     ("starts", "Exit code:", "_on_exit_code"),
     ("starts", "Initialization failed", "_on_init_failed"),
     ("starts", "Ignore import error when loading", "_on_import_warning"),
@@ -378,6 +380,8 @@ class LogParser(object):
         self._prev = ""          # previous message (for stray-wrapped lines)
         self.fatal_after_ready = False
         self.died = False
+        self.stop_requested = False     # 0.5.9's "SIGTERM received ... Draining requests and shutting down..."
+        self.stopped = False            # then "Gracefully exiting...": a stop, however systemd records its end
         self.exit_code = None
         self.spec = False
         self.import_evidence = None
@@ -749,6 +753,14 @@ class LogParser(object):
         if "warmup error" in head and _PHASE_INDEX[self.phase] < _PHASE_INDEX["warmup"]:
             self._tb.phase = "warmup"
 
+    def _on_sigterm(self, msg, rank, prefixed):
+        self.stop_requested = True
+
+    def _on_graceful_exit(self, msg, rank, prefixed):
+        # SGLang 0.5.9 then ends its own process tree with SIGKILL: exit status 137, which systemd records as
+        # Result=signal, status 9 - the same end as a failed start; this line says it was asked to stop
+        self.stopped = True
+
     def _on_sigquit(self, msg, rank, prefixed):
         self.died = True
         if self.ready:
@@ -934,6 +946,7 @@ class LogParser(object):
             "facts": dict(self.facts),
             "facts_by_rank": dict((k, dict(v)) for k, v in self.facts_by_rank.items()),
             "lines": self.lines,
+            "stopped": self.stopped,
         }
 
 
@@ -1157,15 +1170,20 @@ def last_launch(path):
     return found
 
 
-def parse_file(path, offset=0, encoding="utf-8"):
-    """Stream a log file from byte ``offset``; memory does not depend on the file's length."""
+def parse_file(path, offset=0, encoding="utf-8", until=None):
+    """Stream a log file from byte ``offset`` (to byte ``until``: one launch of several); memory does not depend on
+    the file's length."""
     parser = LogParser()
     with open(path, "rb") as fh:
         fh.seek(0, 2)
         size = fh.tell()
         truncated = bool(offset) and size < offset
         fh.seek(0 if truncated else offset)
+        pos = 0 if truncated else offset
         for raw in fh:
+            if until is not None and not truncated and pos >= until:
+                break
+            pos += len(raw)
             parser.feed(raw.decode(encoding, "replace"))
     res = parser.result()
     res["stale"] = parser.lines == 0

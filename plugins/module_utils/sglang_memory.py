@@ -1128,3 +1128,37 @@ def _fmt_change(change):
     if "speculative_algorithm" in change and change["speculative_algorithm"] is None:
         return "no speculative decoding (drop speculative_* args)"
     return ", ".join("%s=%s" % (k, v) for k, v in sorted(change.items()))
+
+
+def replay_mismatch(result, launch_failure, measured):
+    """A replay of a launch's logged numbers that fits, for a launch that died of the pool error: the words that say
+    its inputs differ from that launch's, and which. ``result`` is plan() with those numbers, ``measured`` what the log
+    had (avail_mem_before_load_gb, avail_mem_after_load_gb, profiled_max_total_num_tokens). None when they agree.
+
+    The args are the launch's own (diagnose reads them from its launch record); what differs is the free memory: SGLang
+    0.5.9 sizes the pool with a reading of its own (profile_max_num_token), taken after the logged "Load weight end"."""
+    if launch_failure != "kv_pool_oom" or result.get("outcome") == "kv_pool_oom":
+        return None
+    measured = measured or {}
+    m0, m1 = measured.get("avail_mem_before_load_gb"), measured.get("avail_mem_after_load_gb")
+    tokens = result.get("max_total_num_tokens")
+    head = ("The replay of this launch's logged numbers gives %s, but the launch died of the pool error: the replay's "
+            "inputs differ from that launch's. The args are the launch's own; the free memory is not" % (
+                "%d KV tokens" % tokens if tokens and tokens > 0 else result.get("outcome")))
+    if m0 is None or m1 is None:
+        return head + ": the log has no free-memory readings to replay."
+    mfs = float(result["mem_fraction_static"])
+    floor = float(m0) * (1.0 - mfs)
+    profiled = measured.get("profiled_max_total_num_tokens")
+    if profiled is not None and result.get("cell_size_bytes"):
+        seen = profiled * float(result["cell_size_bytes"]) / GIB + floor
+        which = ("SGLang's own profile came to %d tokens, so it saw %.3f GiB free when it sized the pool, %.3f GiB "
+                 "less than the %.2f GiB it logged after loading" % (profiled, seen, float(m1) - seen, float(m1)))
+    else:
+        which = ("SGLang found no room, so it saw at most %.3f GiB free when it sized the pool (%.2f x (1 - %s)), at "
+                 "least %.3f GiB less than the %.2f GiB it logged after loading" % (
+                     floor, float(m0), mfs, float(m1) - floor, float(m1)))
+    return ("%s: %s. Memory was taken between the two readings - on a GPU by another process (nvidia-smi lists it); "
+            "with --device cpu the free memory is the machine's, which SGLang's own tokenizer and detokenizer take "
+            "while it starts. Leave that much more room: a larger --mem-fraction-static or a smaller pool."
+            % (head, which))

@@ -44,6 +44,12 @@ options:
       - A log file shorter than the offset was truncated or replaced; it is then read from the start.
       - Unset, a log file is read from its last launch (RV(launch)); V(all) reads the whole file.
     type: str
+  until:
+    description:
+      - With O(path) and O(since) a byte offset, stop at this byte offset (the start of the next launch), to read one
+        launch of several in the same log - for instance the failed launch before the one that restored the last
+        good configuration.
+    type: int
   set_facts:
     description:
       - Also return the result as C(ansible_facts.sglang_start).
@@ -89,6 +95,13 @@ outcome:
   returned: always
   type: str
   sample: failed
+stopped:
+  description: SGLang was asked to stop (its C(SIGTERM received) line) and exited gracefully (C(Gracefully exiting)).
+    SGLang 0.5.9 then ends itself with SIGKILL, so the exit status is 137 and systemd records C(Result=signal),
+    status 9 - the same end as a failed start; this says it was a stop.
+  returned: always
+  type: bool
+  sample: false
 phase:
   description: Last start-up phase reached, one of C(args), C(dist_init), C(load_weights), C(memory_pool),
     C(cuda_graph), C(draft), C(http), C(warmup), C(ready).
@@ -167,6 +180,7 @@ def main():
             path=dict(type="path"),
             content=dict(type="str"),
             since=dict(type="str"),
+            until=dict(type="int"),
             set_facts=dict(type="bool", default=False),
         ),
         mutually_exclusive=[("path", "content")],
@@ -190,7 +204,7 @@ def main():
                 with open(p["path"], "rb") as fh:
                     res = parse_log_since(fh.read().decode("utf-8", "replace"), since)
             else:
-                res = parse_file(p["path"], offset=int(since) if since else 0)
+                res = parse_file(p["path"], offset=int(since) if since else 0, until=p["until"])
         elif since:
             if since.isdigit():
                 res = parse_log(p["content"].encode("utf-8")[int(since):].decode("utf-8", "replace"))

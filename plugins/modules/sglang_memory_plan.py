@@ -115,6 +115,12 @@ options:
         O(args), except for O(goal=fit).
     type: list
     elements: str
+  launch_failure:
+    description:
+      - The failure kind the replayed launch died of (C(failure.kind) of M(gpuserve.sglang.sglang_log_facts)), when
+        O(measured) are its logged numbers. A replay that fits for a launch that died of C(kv_pool_oom) then says that
+        its inputs differ from that launch's, and which (RV(replay_mismatch)).
+    type: str
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 notes:
@@ -147,6 +153,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+replay_mismatch:
+  description: O(launch_failure=kv_pool_oom) and a plan that fits - the replay's inputs differ from that launch's; which
+    (the free memory SGLang profiled with, from its own profile when the log has it), in numbers. Also the first line
+    of RV(explain).
+  returned: when the replay contradicts the launch
+  type: str
 chosen_args:
   description: O(goal) given - the complete server args the planner chose (O(args) with the search's changes).
   returned: when goal is given
@@ -243,7 +255,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import validate_args
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_memory import (
-    PlanError, checkpoint_bytes, gpus_from_profile, plan,
+    PlanError, checkpoint_bytes, gpus_from_profile, plan, replay_mismatch,
 )
 from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_tune import TuneError, choose
 
@@ -280,6 +292,7 @@ def main():
             min_context=dict(type="int"),
             min_requests=dict(type="int", default=1),
             keep=dict(type="list", elements="str"),
+            launch_failure=dict(type="str"),
         ),
         mutually_exclusive=[("model_path", "model_config"), ("gpus", "gpu_profile")],
         required_one_of=[("model_path", "model_config"), ("gpus", "gpu_profile")],
@@ -333,6 +346,10 @@ def main():
                 result["explain"] = list(result.get("explain") or []) + ["note: " + note]
                 result["checkpoint_contradicts_config"] = True
                 module.warn(note)
+        mismatch = replay_mismatch(result, p["launch_failure"], p["measured"])
+        if mismatch:
+            result["replay_mismatch"] = mismatch
+            result["explain"] = [mismatch] + list(result.get("explain") or [])
     except PlanError as exc:
         module.fail_json(msg=str(exc))
     if result["outcome"] in p["fail_on"]:

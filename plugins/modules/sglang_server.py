@@ -508,7 +508,9 @@ def main():
                              "log_offset": offset, "argv": argv, "manager": p["manager"]})
     msg = failure_message(out, launch_id, p["ready_timeout"])
     if systemd and p["restore"] and int(args.get("nnodes") or 1) == 1:
-        restored = restore_last_good(last_good, chash, unit, log_path, state_path, base_url, p)
+        failed = {"launch_id": launch_id, "log_offset": offset, "argv": argv, "config_hash": chash,
+                  "kind": (out.get("failure") or {}).get("kind")}
+        restored = restore_last_good(last_good, failed, unit, log_path, state_path, base_url, p)
         if restored is not None:
             result["restored"] = restored
             msg += ("\nThe last good configuration (launch %s) was put back: %s" % (
@@ -527,11 +529,13 @@ def compare_with_plan(module, result, p, info):
         module.warn(warning)
 
 
-def restore_last_good(last_good, failed_hash, unit, log_path, state_path, base_url, p):
+def restore_last_good(last_good, failed, unit, log_path, state_path, base_url, p):
     """Put back the unit, env and config files of the last launch that was ready, start it and watch it; the record of
-    what came back (its status, argv, launch id), or None when there is no other last good configuration."""
+    what came back (its status, argv, launch id), or None when there is no other last good configuration. The launch
+    record then names the failed launch too (``restored_after``: its id, argv and log offsets), so status and diagnose
+    still read why it failed."""
     rec = last_good.record()
-    if not rec or rec.get("config_hash") in (None, "", failed_hash):
+    if not rec or rec.get("config_hash") in (None, "", failed["config_hash"]):
         return None
     last_good.put_back()
     pid, launch_id, offset, err = systemd_start(unit, log_path, restart=False)
@@ -546,7 +550,7 @@ def restore_last_good(last_good, failed_hash, unit, log_path, state_path, base_u
     if out["status"] == "ready":
         write_state(state_path, {"pid": pid, "config_hash": rec["config_hash"], "launch_id": launch_id,
                                  "log_path": log_path, "log_offset": offset, "argv": rec.get("argv"),
-                                 "manager": p["manager"]})
+                                 "manager": p["manager"], "restored_after": dict(failed, log_end=offset)})
     else:
         back["message"] = (out.get("failure") or {}).get("message")
         systemctl("stop", unit)

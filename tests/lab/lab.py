@@ -113,6 +113,43 @@ def digest(*parts):
     return h.hexdigest()[:12]
 
 
+# The lab-only CPU-engine profile (inventory/lab/group_vars/sglang_lab_cpu_engine.yml) runs the real SGLang 0.5.9
+# in CT 100: sgl-kernel's libraries load libcuda.so.1 even on CPU (Debian's non-free libcuda1, unpacked: never
+# installed, no driver behind it) and libnuma.so.1 (main). Fetched once with apt itself from this machine's mirror
+# (signed index, checked hashes) into build/lab/cache, where tests/lab/playbooks/stage-cpu-engine.yml takes them.
+CPU_ENGINE_DEBS = {"libcuda1": "non-free", "libnuma1": "main"}
+CACHE = os.path.join(BUILD, "cache")
+
+
+def cpu_engine_debs():
+    """{package: path of its .deb} in build/lab/cache, downloaded when missing."""
+    os.makedirs(CACHE, exist_ok=True)
+
+    def cached(name):
+        found = sorted(f for f in os.listdir(CACHE) if f.startswith(name + "_") and f.endswith("_amd64.deb"))
+        return os.path.join(CACHE, found[-1]) if found else None
+
+    have = dict((n, cached(n)) for n in CPU_ENGINE_DEBS if cached(n))
+    missing = [n for n in CPU_ENGINE_DEBS if n not in have]
+    if missing:
+        log("fetching %s (.deb, apt from %s)" % (", ".join(missing), debian_mirror()))
+        apt = os.path.join(CACHE, "apt")
+        for sub in ("lists/partial", "archives/partial", "sources"):
+            os.makedirs(os.path.join(apt, sub), exist_ok=True)
+        with open(os.path.join(apt, "sources", "lab.sources"), "w") as fh:
+            fh.write("Types: deb\nURIs: %s\nSuites: %s\nComponents: %s\n"
+                     "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+                     % (debian_mirror(), SUITE, " ".join(sorted(set(CPU_ENGINE_DEBS.values())))))
+        opts = ["-q", "-o", "Dir::Etc::SourceList=/dev/null", "-o", "Dir::Etc::SourceParts=" + os.path.join(apt, "sources"),
+                "-o", "Dir::State::Lists=" + os.path.join(apt, "lists"), "-o", "Dir::Cache=" + apt,
+                "-o", "APT::Sandbox::User=root"]
+        run(["apt-get"] + opts + ["update"], stdout=subprocess.DEVNULL)
+        run(["apt-get"] + opts + ["download"] + missing, cwd=CACHE, stdout=subprocess.DEVNULL)
+        for name in missing:
+            have[name] = cached(name) or sys.exit("lab: apt-get download %s left no .deb in %s" % (name, CACHE))
+    return have
+
+
 def image_exists(ref):
     return podman("image", "exists", ref, check=False).returncode == 0
 
@@ -238,6 +275,11 @@ all:
           ansible_python_interpreter: /usr/bin/python3
           proxmox_vmid: 100
           gpuserve_node: pvehost
+    # the lab-only CPU-engine profile (inventory/lab/group_vars/sglang_lab_cpu_engine.yml): CT 100 runs the real
+    # SGLang 0.5.9 on the CPU, not the stand-in
+    sglang_lab_cpu_engine:
+      hosts:
+        ct100:
 """
 
 
@@ -253,6 +295,7 @@ def up():
     os.makedirs(STATE, exist_ok=True)
     base, tar = debian_image()
     host = pvehost_image(base)
+    cpu_engine_debs()
     key = ssh_key()
     log("starting %s at %s" % (HOST_NAME, HOST_IP))
     podman("run", "-d", "--name", HOST_NAME, "--label", LABEL, "--label", SLOT_LABEL, "--hostname", "pve-lab",
@@ -339,6 +382,7 @@ def main(argv):
     elif cmd == "images":
         debian_image()
         pvehost_image(debian_image()[0])
+        cpu_engine_debs()
     elif cmd == "up":
         up()
     elif cmd == "down":

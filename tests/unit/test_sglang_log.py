@@ -617,3 +617,24 @@ def test_a_paged_pool_on_the_cpu_engine_names_triton_and_the_page_size():
     f = SL.parse_log(fixture_text("sglang_logs", "real_cpu_pool_f0.1_p16.log"))["failure"]
     assert f["message"] == "RuntimeError: 0 active drivers ([]). There should only be one."
     assert "Use --page-size 1 on the CPU engine" in f["hint"]
+
+
+def test_a_stop_is_told_from_a_failure_though_both_exit_137():
+    """0.5.9 on SIGTERM drains, says 'Gracefully exiting' and kills itself (137, systemd: signal 9), as a failed start
+    ends: the real logs say which."""
+    stopped = SL.parse_log(fixture_text("sglang_logs", "real_cpu_ready_capped.log"))
+    assert stopped["outcome"] == "ready" and stopped["stopped"] is True and stopped["failure"] is None
+    died = SL.parse_log(fixture_text("sglang_logs", "real_cpu_kv_pool_oom.log"))
+    assert died["outcome"] == "failed" and died["stopped"] is False
+
+
+def test_parse_file_reads_one_launch_of_several(tmp_path):
+    first = fixture_text("sglang_logs", "real_cpu_kv_pool_oom.log")
+    second = fixture_text("sglang_logs", "real_cpu_ready_capped.log")
+    log = tmp_path / "tiny.log"
+    log.write_text(first + second)
+    one = SL.parse_file(str(log), 0, until=len(first.encode()))
+    assert one["outcome"] == "failed" and one["failure"]["kind"] == "kv_pool_oom"
+    assert "max_total_num_tokens" not in one["facts"]          # nothing of the launch after it
+    both = SL.parse_file(str(log), len(first.encode()))
+    assert both["outcome"] == "ready" and both["facts"]["max_total_num_tokens"] == 8192

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from unit_helpers import FIXTURES, fixture_text, load_module_util
+from unit_helpers import FIXTURES, ROOT, fixture_text, load_module_util
 
 SM = load_module_util("sglang_memory")
 SL = load_module_util("sglang_log")
@@ -465,3 +465,30 @@ def test_one_model_across_nodes_is_planned_per_rank_and_bad_layouts_are_refused(
         SM.plan(llama, gpus, {"tp_size": 4, "dp_size": 2, "nnodes": 2}, _fixes=False)
     with pytest.raises(SM.PlanError, match=r"args.node_rank=2: 0 .. nnodes - 1"):
         SM.plan(llama, gpus, {"tp_size": 2, "nnodes": 2, "node_rank": 2}, _fixes=False)
+
+
+def test_a_replay_that_fits_for_a_launch_that_died_says_its_inputs_differ():
+    """The real capped launch that died (fraction 0.0001): its logged numbers replay to a pool of thousands of tokens;
+    SGLang's own profile (-50666 tokens) says what it saw when it sized the pool."""
+    import sys  # pylint: disable=import-outside-toplevel
+    sys.path.insert(0, os.path.join(ROOT, "tests", "lab"))
+    import tiny_llama  # pylint: disable=import-outside-toplevel
+    facts = load_module_util("sglang_log").parse_log(fixture_text("sglang_logs", "real_cpu_kv_pool_oom_capped.log"))["facts"]
+    measured = {k: facts[k] for k in ("avail_mem_before_load_gb", "avail_mem_after_load_gb",
+                                      "profiled_max_total_num_tokens")}
+    config = json.loads(tiny_llama.files()["config.json"])
+    r = SM.plan(config, [{"name": "cpu", "memory_total_mib": 24576}],
+                {"mem_fraction_static": 0.0001, "max_total_tokens": 8192}, measured=measured)
+    assert r["outcome"] == "fits" and r["max_total_num_tokens"] > 0
+    text = SM.replay_mismatch(r, "kv_pool_oom", measured)
+    assert text.startswith("The replay of this launch's logged numbers gives %d KV tokens, but the launch died of the "
+                           "pool error: the replay's inputs differ from that launch's." % r["max_total_num_tokens"])
+    # -50666 tokens x 512 bytes below the floor 21.22 x 0.9999: it saw 21.194 GiB, 0.026 GiB less than logged
+    assert "SGLang's own profile came to -50666 tokens, so it saw 21.194 GiB free" in text
+    assert "0.026 GiB less than the 21.22 GiB it logged after loading" in text
+    without = dict(measured)
+    del without["profiled_max_total_num_tokens"]
+    assert "so it saw at most 21.218 GiB free" in SM.replay_mismatch(r, "kv_pool_oom", without)
+    # a replay that agrees with the launch, or another failure: nothing to say
+    assert SM.replay_mismatch(dict(r, outcome="kv_pool_oom"), "kv_pool_oom", measured) is None
+    assert SM.replay_mismatch(r, "cuda_graph_oom", measured) is None
