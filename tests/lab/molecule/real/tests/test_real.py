@@ -1,0 +1,144 @@
+"""The real SGLang 0.5.9 in CT 100 on the CPU engine, deployed by deploy.yml (the lab-only profile): the package
+and its HTTP server, auth, scheduler and memory pool are real; CUDA kernels, GPU memory and NCCL are not (no GPU).
+
+Each relaunch below starts the real server (about 20 s idle, a minute on a loaded machine); the tests run in file
+order and leave the server as they found it (the module puts the last good configuration back), the stop last."""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))   # tests/lab/molecule
+from lab_http import KEY, PROBE  # noqa: E402  (shared with the other lab scenarios)
+from lab_runbook import ROOT, ansible_playbook, molecule_inventory  # noqa: E402
+
+testinfra_hosts = ["ansible://pvehost"]
+UNIT = "sglang-tiny.service"
+LIBCUDA = "/opt/gpuserve-lab/libcuda1/usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.535.261.03"
+# the profile's args (inventory/lab/group_vars/sglang_lab_cpu_engine.yml); a relaunch changes one of them
+ARGS = {"device": "cpu", "attention_backend": "torch_native", "disable_cuda_graph": True, "max_total_tokens": 8192}
+# run inside the CT as `python3 -c CHAT <port> <key|-> <stream 0|1>`: "<status> <what came back>" of a POST to
+# /v1/chat/completions: the answer's role and finish reason, or (streamed) the last data line
+CHAT = ("import json, sys, urllib.request, urllib.error\n"
+        "body = {'model': 'tiny', 'messages': [{'role': 'user', 'content': 'hello'}], 'max_tokens': 8,"
+        " 'stream': sys.argv[3] == '1'}\n"
+        "h = {'Content-Type': 'application/json'}\n"
+        "if sys.argv[2] != '-':\n"
+        "    h['Authorization'] = 'Bearer ' + sys.argv[2]\n"
+        "r = urllib.request.Request('http://127.0.0.1:%s/v1/chat/completions' % sys.argv[1],"
+        " data=json.dumps(body).encode(), headers=h)\n"
+        "try:\n"
+        "    resp = urllib.request.urlopen(r, timeout=60)\n"
+        "except urllib.error.HTTPError as e:\n"
+        "    print(e.code, e.read().decode()); sys.exit()\n"
+        "text = resp.read().decode()\n"
+        "if sys.argv[3] == '1':\n"
+        "    print(resp.status, [ln for ln in text.splitlines() if ln.startswith('data:')][-1])\n"
+        "else:\n"
+        "    c = json.loads(text)['choices'][0]\n"
+        "    print(resp.status, c['message']['role'], c['finish_reason'], isinstance(c['message']['content'], str))\n")
+
+
+def ct(host, *argv):
+    return host.check_output("pct exec 100 --" + " %s" * len(argv), *argv)
+
+
+def relaunch(args, *extra):
+    """Role sglang_server alone with these server args (as an operator edits sglang_server_args): the playbook's run."""
+    return ansible_playbook(["-i", os.path.join(ROOT, "inventory", "lab"), "-i", molecule_inventory(),
+                             os.path.join(ROOT, "tests", "lab", "molecule", "real", "relaunch.yml"),
+                             "-e", json.dumps({"sglang_server_args": args})] + list(extra))
+
+
+def runbook(name):
+    return ansible_playbook(["-i", os.path.join(ROOT, "inventory", "lab"), "-i", molecule_inventory(),
+                             os.path.join(ROOT, "playbooks", name)])
+
+
+def said(p):
+    """What a run printed, as one line of text: the yaml result format folds long strings over lines and doubles
+    the apostrophes of single-quoted ones."""
+    return " ".join(p.stdout.split()).replace("''", "'")
+
+
+def test_the_unit_runs_the_real_sglang_on_the_cpu_with_the_real_libcuda(host):
+    assert ct(host, "systemctl", "is-active", UNIT) == "active"
+    probe = ("import importlib.metadata as m, torch; print(m.version('sglang'), m.version('sgl-kernel'), "
+             "torch.__version__, torch.cuda.is_available())")
+    assert ct(host, "/opt/sglang/venv/bin/python", "-c", probe) == "0.5.9 0.3.21 2.9.1+cu128 False"
+    unit = ct(host, "systemctl", "cat", UNIT)
+    assert '"--device" "cpu"' in unit and "SGLANG_USE_CPU_ENGINE" not in unit   # env in the unit's EnvironmentFile
+    # the library SGLang's processes loaded is Debian's real libcuda (not the lab's stand-in driver)
+    maps = ("import glob\nseen = set()\nfor m in glob.glob('/proc/[0-9]*/maps'):\n    try:\n"
+            "        seen |= {ln.split()[-1] for ln in open(m) if 'libcuda.so' in ln}\n    except OSError:\n"
+            "        pass\nprint(sorted(seen))")
+    assert ct(host, "python3", "-c", maps) == str([LIBCUDA])
+
+
+def test_the_key_is_enforced_by_the_real_server(host):
+    assert ct(host, "python3", "-c", PROBE, "/health") == "200"
+    assert ct(host, "python3", "-c", PROBE, "/health_generate") == "200"
+    for path in ("/v1/models", "/model_info", "/server_info"):
+        assert ct(host, "python3", "-c", PROBE, path) == "401", path
+        assert ct(host, "python3", "-c", PROBE, path, "wrong-key-0123456789") == "401", path
+        assert ct(host, "python3", "-c", PROBE, path, KEY) == "200", path
+
+
+def test_chat_completions_answer_directly_and_through_the_router(host):
+    assert ct(host, "python3", "-c", CHAT, "30000", KEY, "0") == "200 assistant length True"
+    assert ct(host, "python3", "-c", CHAT, "30000", KEY, "1") == "200 data: [DONE]"
+    assert ct(host, "python3", "-c", CHAT, "30000", "-", "0").startswith("401 ")
+    # the real sglang-router 0.3.2 in front of it (deploy.yml's router play), with the replicas' key
+    assert ct(host, "python3", "-c", CHAT, "30080", KEY, "0") == "200 assistant length True"
+    assert ct(host, "python3", "-c", CHAT, "30080", "-", "0").startswith("401")
+
+
+def test_the_seeds_error_for_real_named_restored_and_diagnosed(host):
+    """A fraction too small: the real 0.5.9 dies of 'Not enough memory' (the seed's error); the module reads it from
+    the launch's own log, puts the last good configuration back (serving again), and diagnose.yml replays the failed
+    launch with the numbers it logged, saying why a replay that fits is not that launch."""
+    pid = ct(host, "systemctl", "show", "-p", "MainPID", "--value", UNIT)
+    p = relaunch(dict(ARGS, mem_fraction_static=0.0001))
+    assert p.returncode != 0
+    assert ("SGLang failed to start: kv_pool_oom in phase memory_pool: Not enough memory. Please try to increase "
+            "--mem-fraction-static. Current value: self.server_args.mem_fraction_static=0.0001") in said(p)
+    assert "= 0.0001 x " in said(p) and "SGLang's own profile of that room came to -" in said(p)
+    assert "was put back: it is ready again and serving" in said(p)
+    assert ct(host, "systemctl", "is-active", UNIT) == "active" and ct(host, "python3", "-c", PROBE, "/v1/models", KEY) == "200"
+    assert ct(host, "systemctl", "show", "-p", "MainPID", "--value", UNIT) != pid      # a new launch, read as ready
+    d = runbook("diagnose.yml")
+    assert d.returncode == 0, d.stdout[-3000:]
+    assert "(the failed launch before this one; the last good configuration was put back after it)" in said(d)
+    assert "failure: kv_pool_oom - The static budget is mem_fraction_static x free memory = 0.0001 x" in said(d)
+    assert "but the launch died of the pool error: the replay's inputs differ from that launch's" in said(d)
+    assert "replaying the launch's own args" in said(d) and '"mem_fraction_static": 0.0001' in said(d)
+    s = runbook("status.yml")
+    assert "no failure in this launch" in said(s) and "failed and this, the last good configuration, was" in said(s)
+
+
+def test_a_pool_smaller_than_the_warm_up_fails_at_warm_up_with_both_lengths(host):
+    p = relaunch(dict(ARGS, max_total_tokens=16))
+    assert p.returncode != 0
+    assert "SGLang failed to start: other in phase warmup" in said(p)
+    assert "exceeds the maximum allowed length (10 tokens)" in said(p)
+    assert "(the server's own warm-up) is longer than this launch takes (10 tokens)" in said(p)
+    assert "was put back: it is ready again and serving" in said(p)
+    assert ct(host, "python3", "-c", CHAT, "30000", KEY, "0") == "200 assistant length True"
+
+
+def test_a_restart_is_read_from_its_own_marker_not_the_errors_before_it(host):
+    """The log now holds two real failures before the serving launch: restart.yml's launch is read from its own
+    marker on (ready), never from an older launch's error."""
+    r = runbook("restart.yml")
+    assert r.returncode == 0, r.stdout[-3000:]
+    s = runbook("status.yml")
+    assert "this launch's log: ready (phase ready)" in said(s) and "no failure in this launch" in said(s)
+    assert ct(host, "grep", "-c", "Not enough memory", "/var/log/sglang/tiny.log") != "0"
+
+
+def test_a_stop_is_a_stop_not_a_failure(host):
+    """0.5.9 drains on SIGTERM and ends itself with SIGKILL: systemd records signal 9 (exit 137), as a failed start."""
+    host.check_output("pct exec 100 -- systemctl stop %s" % UNIT)
+    assert ct(host, "systemctl", "show", "-p", "Result", "--value", UNIT) == "signal"
+    s = runbook("status.yml")
+    assert "stopped, not failed: SGLang ends itself with SIGKILL after a graceful exit" in said(s)
+    assert "then stopped: SIGTERM, requests drained, exited" in said(s) and "no failure in this launch" in said(s)
