@@ -62,9 +62,11 @@ lab: deps collection
 	$(SLOT0) python3 tests/lab/lab.py up
 	$(SLOT0) $(BIN)/ansible-playbook $(LAB_INV) tests/lab/playbooks/stage-standin.yml
 	$(SLOT0) $(BIN)/ansible-playbook $(LAB_INV) tests/lab/playbooks/stage-cpu-engine.yml
-	$(SLOT0) $(BIN)/ansible-playbook $(LAB_INV) playbooks/deploy.yml
-	$(SLOT0) $(BIN)/ansible-playbook $(LAB_INV) playbooks/deploy.yml | tee build/lab/deploy-again.log
+	set -o pipefail; $(SLOT0) $(BIN)/ansible-playbook $(LAB_INV) playbooks/deploy.yml 2>&1 | tee build/lab/deploy.log
+	set -o pipefail; $(SLOT0) $(BIN)/ansible-playbook $(LAB_INV) playbooks/deploy.yml 2>&1 | tee build/lab/deploy-again.log
 	@grep -Eq 'changed=[1-9]' build/lab/deploy-again.log && { echo "lab: the second deploy changed something"; exit 1; } || echo "lab: second deploy changed=0"
+	@grep -h '\[WARNING\]' build/lab/deploy.log build/lab/deploy-again.log || echo "lab: no warnings in either run"
+	@grep -h "tokens: planned" build/lab/deploy-again.log | sed -E "s/^ *- '?/lab: /; s/'$$//"
 
 lab-down:
 	$(SLOT0) python3 tests/lab/lab.py down

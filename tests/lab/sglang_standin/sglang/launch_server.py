@@ -125,17 +125,36 @@ def authorized(api_key, method, path, authorization):
     return hmac.compare_digest(parts[1].encode(), api_key.encode())
 
 
-def with_api_key(line, args):
-    """The recorded server_args line (resolved values) with this launch's api_key field, as the dataclass repr
-    engine.py logs (f"{server_args=}") always carries it: api_key=None, or the key itself; and, for a launch of
-    several nodes, its nnodes, node_rank and dist_init_addr fields (in the same repr)."""
+# ServerArgs fields 0.5.9 resolves before it logs them (__post_init__: the auto fraction, chunk and graph sizes, the
+# device, the attention backend, the page size): a launch that leaves them unset logs the recording's resolved value
+_RESOLVED = ("mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs", "page_size", "device",
+             "attention_backend")
+_REPR_VALUE = r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,)]*)"
+
+
+def launch_server_args(line, args):
+    """The recorded server_args line as this launch's own: every field the stand-in's parser knows takes the launch's
+    value (a launch without --tp logs tp_size=1, with its model path, its key or api_key=None, its nodes), as the
+    dataclass repr engine.py logs (f"{server_args=}") carries every field; only what 0.5.9 resolves itself and the
+    launch left unset keeps the recording's resolved value."""
     body = line.rstrip()
-    if "api_key=" in body or not body.endswith(")"):
+    if not body.endswith(")"):
         return body
-    fields = [("api_key", args.api_key)]
-    if args.nnodes > 1:
-        fields += [("nnodes", args.nnodes), ("node_rank", args.node_rank), ("dist_init_addr", args.dist_init_addr)]
-    return body[:-1] + ("" if body.endswith("(") else ", ") + ", ".join("%s=%r" % f for f in fields) + ")"
+    fields = dict((k, v) for k, v in vars(args).items() if k != "config")
+    fields["tokenizer_path"] = args.model_path
+    # api_key last when added: within the 400 characters of a line the module's log_tail keeps, so the tests see that
+    # it is redacted there (in 0.5.9's 10 kB repr it sits mid-line, beyond any tail)
+    for name in sorted(fields, key=lambda n: (n == "api_key", n)):
+        value = fields[name]
+        if value is None and name in _RESOLVED:
+            continue
+        text = "%s=%r" % (name, value)
+        pattern = re.compile(r"\b%s=%s" % (name, _REPR_VALUE))
+        if pattern.search(body):
+            body = pattern.sub(lambda _m, t=text: t, body, count=1)
+        else:
+            body = body[:-1] + ("" if body.endswith("(") else ", ") + text + ")"
+    return body
 
 
 def parse_args(argv):
@@ -584,7 +603,7 @@ def main():
             line = line.replace("[4242]", "[%d]" % os.getpid())
         line = line.replace("127.0.0.1:30000", "%s:%d" % (args.host, args.port))
         if " server_args=ServerArgs(" in line:
-            line = with_api_key(line, args)
+            line = launch_server_args(line, args)
         if "The server is fired up" in line:
             state.status = "Up"
         sys.stderr.write(line + "\n")
