@@ -216,14 +216,8 @@ class ActionModule(ActionBase):
         self._low_level_execute_command("rm -f -- %s" % shell.quote(jobfile))
         for key in ("started", "finished", "results_file", "ansible_job_id", "erased"):
             status.pop(key, None)
-        for key in ("warnings", "deprecations"):
-            if key in status:
-                texts = message_texts(status.pop(key))
-                if key == "warnings":
-                    result.setdefault("warnings", []).extend(texts)
-                else:
-                    for text in texts:
-                        display.deprecated(text)
+        for key, prefix in (("warnings", ""), ("deprecations", "deprecated: ")):
+            result.setdefault("warnings", []).extend(prefix + text for text in message_texts(status.pop(key, None)))
         result.update(status)
         result["polls"] = polls
         if gdir:

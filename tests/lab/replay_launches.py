@@ -60,8 +60,8 @@ def replay(path, config=None):
 
 def main(argv):
     paths = argv or sorted(glob.glob(DEFAULT))
-    print("%-30s %8s %5s %9s %12s %12s %9s %8s" % ("launch", "fraction", "page", "free GB", "planned", "SGLang",
-                                                    "diff MiB", "diff %"))
+    head = ("launch", "fraction", "page", "free GB", "planned", "SGLang", "diff MiB", "diff %")
+    print("%-30s %8s %5s %9s %12s %12s %9s %8s" % head)
     for path in paths:
         r = replay(path)
         print("%-30s %8s %5d %9.2f %12d %12d %9s %8.2f" % (

@@ -108,7 +108,7 @@ def safetensors(shapes, seed):
         if name.endswith("norm.weight"):
             data = bf16(1.0) * count
         else:
-            data = b"".join(bf16(rng.gauss(0.0, 0.02)) for _ in range(count))
+            data = b"".join(bf16(rng.gauss(0.0, 0.02)) for _i in range(count))
         header[name] = {"dtype": "BF16", "shape": shapes[name], "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)

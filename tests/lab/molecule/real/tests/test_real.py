@@ -5,6 +5,7 @@ Each relaunch below starts the real server (about 20 s idle, a minute on a loade
 order and leave the server as they found it (the module puts the last good configuration back), the stop last."""
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))   # tests/lab/molecule
@@ -46,18 +47,18 @@ def relaunch(args, *extra):
     """Role sglang_server alone with these server args (as an operator edits sglang_server_args): the playbook's run."""
     return ansible_playbook(["-i", os.path.join(ROOT, "inventory", "lab"), "-i", molecule_inventory(),
                              os.path.join(ROOT, "tests", "lab", "molecule", "real", "relaunch.yml"),
-                             "-e", json.dumps({"sglang_server_args": args})] + list(extra))
+                             "-e", json.dumps({"sglang_server_args": args})] + list(extra), ANSIBLE_FORCE_COLOR="0")
 
 
 def runbook(name):
     return ansible_playbook(["-i", os.path.join(ROOT, "inventory", "lab"), "-i", molecule_inventory(),
-                             os.path.join(ROOT, "playbooks", name)])
+                             os.path.join(ROOT, "playbooks", name)], ANSIBLE_FORCE_COLOR="0")
 
 
 def said(p):
     """What a run printed, as one line of text: the yaml result format folds long strings over lines and doubles
-    the apostrophes of single-quoted ones."""
-    return " ".join(p.stdout.split()).replace("''", "'")
+    the apostrophes of single-quoted ones (colours, which molecule's environment forces, removed first)."""
+    return " ".join(re.sub(r"\x1b\[[0-9;]*m", "", p.stdout).split()).replace("''", "'")
 
 
 def test_the_unit_runs_the_real_sglang_on_the_cpu_with_the_real_libcuda(host):
