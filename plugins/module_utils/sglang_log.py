@@ -26,7 +26,7 @@ _PHASE_INDEX = dict((p, i) for i, p in enumerate(PHASES))
 
 KINDS = (
     "kv_pool_oom", "weight_load_oom", "cuda_graph_oom", "cuda_oom", "port_in_use", "import_error",
-    "nccl_error", "model_not_found", "unsupported_model", "tp_mismatch", "bad_argument", "other",
+    "nccl_error", "model_not_found", "unsupported_model", "tp_mismatch", "bad_argument", "warmup_failed", "other",
 )
 
 # How strongly a kind names a root cause.  When several failures are logged (two TP ranks, the
@@ -34,14 +34,15 @@ KINDS = (
 # the earliest.  NCCL errors are often a consequence of a peer rank dying, hence ranked low.
 _SPECIFICITY = {
     "kv_pool_oom": 9, "weight_load_oom": 9, "cuda_graph_oom": 9, "port_in_use": 9, "import_error": 9,
-    "model_not_found": 9, "tp_mismatch": 9, "bad_argument": 9, "unsupported_model": 8, "cuda_oom": 7,
+    "model_not_found": 9, "tp_mismatch": 9, "bad_argument": 9, "unsupported_model": 8, "warmup_failed": 8,
+    "cuda_oom": 7,
     "nccl_error": 4, "other": 2,
 }
 
 # The phase a failure kind implies was reached (used when only the error line was pasted).
 _KIND_PHASE = {
     "kv_pool_oom": "memory_pool", "weight_load_oom": "load_weights", "cuda_graph_oom": "cuda_graph",
-    "nccl_error": "dist_init", "tp_mismatch": "load_weights", "port_in_use": "http",
+    "nccl_error": "dist_init", "tp_mismatch": "load_weights", "port_in_use": "http", "warmup_failed": "warmup",
 }
 
 MAX_LINE = 4096          # longer lines are cut (bounded memory per line)
@@ -421,6 +422,8 @@ class LogParser(object):
             "lineno": self.lines,
             "after_ready": self.ready,
         }
+        if kind == "other" and cand["phase"] == "warmup" and any(f["kind"] == "warmup_failed" for f in self.failures):
+            cand["kind"] = "warmup_failed"          # the warm-up's own exception, after its "Initialization failed"
         if inferred:
             cand["inferred"] = True
         if provisional:
@@ -750,8 +753,11 @@ class LogParser(object):
         self._tb = _Traceback(rank or self._last_rank, self.phase, self.lines)
         head = msg.split("Traceback (most recent call last)")[0]
         self._tb.text.append(msg[:300])
-        if "warmup error" in head and _PHASE_INDEX[self.phase] < _PHASE_INDEX["warmup"]:
-            self._tb.phase = "warmup"
+        if "warmup error" in head:
+            if _PHASE_INDEX[self.phase] < _PHASE_INDEX["warmup"]:
+                self._tb.phase = "warmup"
+            if "Initialization failed" in head:
+                self._on_init_failed(head, rank, prefixed)
 
     def _on_sigterm(self, msg, rank, prefixed):
         self.stop_requested = True
@@ -784,7 +790,11 @@ class LogParser(object):
     def _on_init_failed(self, msg, rank, prefixed):
         self.died = True
         if "warmup" in msg:
+            # http_server.py's "Initialization failed. warmup error: <traceback>": the server loaded and listened,
+            # its own warm-up request failed; the traceback's exception that follows is the message
             self._advance("warmup")
+            self._add_failure("warmup_failed", msg, rank, phase="warmup", provisional=True)
+            return
         self._add_failure("other", msg, rank)
 
     def _on_import_warning(self, msg, rank, prefixed):
@@ -908,6 +918,20 @@ class LogParser(object):
             outcome = "failed"
         elif self.ready:
             outcome = "ready"
+        elif self.died and self.phase == "memory_pool" and self.facts.get("avail_mem_after_load_gb") is not None \
+                and self.facts.get("kv_tokens") is None:
+            # it died right after the weights loaded, before the KV cache was allocated: SGLang sizes its memory pool
+            # there, and that is where 0.5.9 raises the pool error - inferred, with the numbers it rests on
+            outcome = "failed"
+            failure = {"kind": "kv_pool_oom", "inferred": True, "why": "the process died without a logged cause",
+                       "rank": None, "phase": "memory_pool",
+                       "traceback": [], "frames": [], "lineno": self.lines, "after_ready": False,
+                       "message": "the server process died (sigquit/kill) while sizing its memory pool, without a "
+                                  "logged cause",
+                       "evidence": "the log ends after 'Load weight end' (%s GiB free before loading, %s GiB after) "
+                                   "and before the KV cache was allocated" % (
+                                       _fmt(self.facts.get("avail_mem_before_load_gb") or 0),
+                                       _fmt(self.facts["avail_mem_after_load_gb"]))}
         elif self.died:
             outcome = "failed"
             failure = {"kind": "other", "message": "the server process died (sigquit/kill) without a logged cause",
@@ -935,8 +959,9 @@ class LogParser(object):
             if failure.get("inferred"):
                 out_failure["inferred"] = True
                 out_failure["evidence"] = failure.get("evidence") or "the traceback was cut before its exception line"
-                out_failure["hint"] = "Inferred (the traceback was cut before its exception line; evidence: %s). %s" % (
-                    out_failure["evidence"], out_failure["hint"])
+                out_failure["hint"] = "Inferred (%s; evidence: %s). %s" % (
+                    failure.get("why") or "the traceback was cut before its exception line", out_failure["evidence"],
+                    out_failure["hint"])
             if self.exit_code is not None:
                 out_failure["exit_code"] = self.exit_code
         return {
@@ -991,7 +1016,11 @@ def hint_for(failure, facts, parser=None):
                    " and the hybrid (mamba/GDN) state pools" if "mamba_cache_gb" in facts or spec else ""))
             profiled = facts.get("profiled_max_total_num_tokens")
             if profiled is not None and profiled <= 0:
-                parts.append("SGLang's own profile of that room came to %d tokens." % profiled)
+                parts.append("SGLang's own profile of that room came to %d tokens: the pool is short by %d tokens "
+                             "before even one fits." % (profiled, 1 - profiled))
+            if facts.get("max_total_tokens_requested") is not None:
+                parts.append("The cap --max-total-tokens %d does not help: SGLang takes the smaller of the cap and "
+                             "what memory holds." % facts["max_total_tokens_requested"])
             need = weights / m0 if m0 else None
             if need is not None and rest <= 0:
                 parts.append("Any mem_fraction_static at or below %s cannot hold the weights." % _fmt(need))
@@ -1087,6 +1116,11 @@ def hint_for(failure, facts, parser=None):
     if kind == "bad_argument":
         return "A server argument was rejected: %s Fix it in sglang_server_args." % msg
     mm = _RE_INPUT_TOO_LONG.search(msg)
+    if kind == "warmup_failed" and not mm:
+        return ("SGLang loaded the model and listened, then its own warm-up request failed, so it never became ready: "
+                "read the message and the traceback tail. A warm-up that times out is a server too slow for its first "
+                "request (a large prefill, CUDA graphs still compiling); --skip-server-warmup starts without it, and "
+                "the first real request meets the same problem.")
     if mm:
         pool = facts.get("max_total_num_tokens")
         return ("A request of %s tokens%s is longer than this launch takes (%s tokens): SGLang 0.5.9 allows an input "

@@ -291,7 +291,7 @@ def _why(key, old, new, goal=None):
 
 
 def choose(config, gpus, goal, args=None, allow=(), measured=None, weights_bytes=None, margin=0.05,
-           min_context=None, min_requests=1, keep=None):
+           min_context=None, min_requests=1, keep=None, _nearest=True):
     """The best SGLang 0.5.9 server args for ``goal`` on ``gpus``; see the module docstring. ``keep``: keys of
     ``args`` the search never changes (default: all of them, except for goal fit)."""
     args = dict(args or {})
@@ -309,16 +309,27 @@ def choose(config, gpus, goal, args=None, allow=(), measured=None, weights_bytes
     if not (0 <= float(margin) < 1):
         raise TuneError("margin=%s: a fraction of the headroom need kept spare, 0 <= margin < 1 (e.g. 0.05)" % margin)
     model = _sm.Model(config)
-    min_context = int(min_context or model.context_len)
+    # the context each request must hold: min_context when given, else the operator's own context_length, else the
+    # model's whole context (said in the explanation)
+    given = args.get("context_length")
+    if min_context:
+        context_source = "min_context"
+    elif given:
+        context_source = "the operator's context_length"
+    else:
+        context_source = "the model's context"
+    min_context = int(min_context or given or model.context_len)
     if min_context > model.context_len:
         raise TuneError("min_context=%d is longer than the model's context %d (config.json); lower it"
                         % (min_context, model.context_len))
     if int(min_requests) < 1:
         raise TuneError("min_requests=%s: at least 1" % min_requests)
-    if goal == "concurrency" and keep is not None and "context_length" in keep:
-        raise TuneError("goal=concurrency sets context_length to min_context: do not also fix context_length")
+    if goal == "concurrency" and keep is not None and "context_length" in keep and given and int(given) != min_context:
+        raise TuneError("goal=concurrency sets context_length to min_context (%d), but context_length=%s is kept: "
+                        "give one of them" % (min_context, given))
     s = _Search(config, gpus, goal, args, tuple(allow), measured, weights_bytes, float(margin), min_context,
                 int(min_requests), keep)
+    s.context_source = context_source
     rows = []
     for variant in _variants(model, args, allow, goal, keep):
         tp, pp = int(variant.get("tp_size") or 1), int(variant.get("pp_size") or 1)
@@ -335,7 +346,8 @@ def choose(config, gpus, goal, args=None, allow=(), measured=None, weights_bytes
         if ok:
             rows.append((dict(args), base))
     if not rows:
-        raise TuneError(_nothing_fits(config, gpus, args, s))
+        # _nearest: the nearest configuration that fits is searched for the message (not by the searches it makes)
+        raise TuneError(_nothing_fits(config, gpus, args, s) if _nearest else "nothing fits")
     ranked = sorted(rows, key=lambda r: _rank(s, r), reverse=True)
     best_args, best_plan = ranked[0]
     changes = [{"key": k, "from": old, "to": new, "why": _why(k, old, new, goal)} for k, old, new in
@@ -393,15 +405,29 @@ def _rank(s, row):
 
 
 def _nothing_fits(config, gpus, args, s):
-    """No configuration on these GPUs: the smallest count of GPUs of this size (as tp_size) on which the same search
-    finds one."""
+    """No configuration on these GPUs: for goal concurrency the nearest context that holds one request (its constraint),
+    else the smallest count of GPUs of this size (as tp_size) on which the same search finds one."""
+    if s.goal == "concurrency":
+        # the constraint is one request of min_context: the nearest context that holds one, and how many of it
+        ctx = s.min_context // 2
+        while ctx >= 1024:
+            try:
+                found = choose(config, gpus, s.goal, dict(args, context_length=ctx), s.allow, s.measured,
+                               s.weights_bytes, s.margin, ctx, s.min_requests, s.keep, _nearest=False)
+            except TuneError:
+                ctx //= 2
+                continue
+            return ("no configuration on these %d GPU(s) of %d MiB holds one request of %d tokens (%s); "
+                    "at %d tokens: %d request(s) - give that context (min_context or context_length)"
+                    % (len(gpus), int(gpus[0]["memory_total_mib"]), s.min_context, s.context_source, ctx,
+                       found["candidates"][0]["score"]))
     for n in (2, 4, 8, 16):
         if n <= len(gpus) or not _valid_tp(s.model, n) or "tp_size" in args and s.goal != "fit" and n != args["tp_size"]:
             continue
         more = [dict(gpus[0], index=i) for i in range(n)]
         try:
             found = choose(config, more, s.goal, dict(args, tp_size=n), s.allow, _measured(s.measured, (n, s.base_ranks[1]), s.base_ranks),
-                           s.weights_bytes, s.margin, s.min_context, s.min_requests)
+                           s.weights_bytes, s.margin, s.min_context, s.min_requests, _nearest=False)
         except TuneError:
             continue
         return ("no configuration of the grid starts SGLang on these %d GPU(s) of %d MiB for goal %s: the weights "
@@ -418,7 +444,7 @@ def _fmt(delta):
 def _explain(goal, s, table, changes):
     what = {"fit": "the fewest changes that make SGLang start",
             "context": "the longest context with %d request(s) of it resident" % s.min_requests,
-            "concurrency": "the most requests resident, each holding %d tokens" % s.min_context,
+            "concurrency": "the most requests resident, each holding %d tokens (%s)" % (s.min_context, s.context_source),
             "tokens": "the largest KV pool"}[goal]
     best = table[0]
     lines = ["goal %s: %s; %d configurations judged by the planner (SGLang 0.5.9's arithmetic)."

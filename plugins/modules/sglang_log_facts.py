@@ -116,7 +116,7 @@ failure:
     kind:
       description: One of C(kv_pool_oom), C(weight_load_oom), C(cuda_graph_oom), C(cuda_oom), C(port_in_use),
         C(import_error), C(nccl_error), C(model_not_found), C(unsupported_model), C(tp_mismatch),
-        C(bad_argument), C(other).
+        C(bad_argument), C(warmup_failed) (the server listened, its own warm-up request failed), C(other).
       type: str
       sample: kv_pool_oom
     message:

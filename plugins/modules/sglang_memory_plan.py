@@ -103,7 +103,8 @@ options:
     type: float
     default: 0.05
   min_context:
-    description: O(goal=concurrency) - the tokens each request must be able to hold (default the model's context).
+    description: O(goal=concurrency) - the tokens each request must be able to hold (default the operator's C(context_length)
+      in O(args), else the model's context; the explanation says which).
     type: int
   min_requests:
     description: O(goal=context) - how many requests of the chosen context must fit at once.

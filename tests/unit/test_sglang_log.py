@@ -39,7 +39,7 @@ CASES = {
     "model_not_found_path.log": ("failed", "args", "model_not_found", None),
     "tp_mismatch.log": ("failed", "load_weights", "tp_mismatch", "TP2"),
     "bad_argument.log": ("failed", "args", "bad_argument", None),
-    "warmup_failed.log": ("failed", "warmup", "other", None),
+    "warmup_failed.log": ("failed", "warmup", "warmup_failed", None),
     "scheduler_dead_oom_killer.log": ("failed", "load_weights", "other", None),
     # recorded from the real SGLang 0.5.9 (CPU engine, the lab's tiny model): what a real launch logs
     "real_cpu_ready_capped.log": ("ready", "ready", None, None),
@@ -50,7 +50,7 @@ CASES = {
     "real_cpu_pool_f0.03_p64.log": ("failed", "warmup", "other", None),
     "real_cpu_kv_pool_oom.log": ("failed", "memory_pool", "kv_pool_oom", None),
     "real_cpu_kv_pool_oom_capped.log": ("failed", "memory_pool", "kv_pool_oom", None),
-    "real_cpu_warmup_input_too_long.log": ("failed", "warmup", "other", None),
+    "real_cpu_warmup_input_too_long.log": ("failed", "warmup", "warmup_failed", None),
 }
 
 
@@ -592,9 +592,14 @@ def test_the_real_pool_error_is_the_message_with_the_fraction_in_its_digits(name
     assert f["message"] == ("Not enough memory. Please try to increase --mem-fraction-static. Current value: "
                             "self.server_args.mem_fraction_static=0.0001")
     assert "= 0.0001 x " in f["hint"] and "of the machine's memory (--device cpu)" in f["hint"]
+    assert "_RuntimeError" not in f["traceback"] and "init_memory_pool" in f["traceback"]   # the traceback kept
     if "capped" in name:
         assert r["facts"]["profiled_max_total_num_tokens"] == -50666
-        assert "SGLang's own profile of that room came to -50666 tokens." in f["hint"]
+        assert ("SGLang's own profile of that room came to -50666 tokens: the pool is short by 50667 tokens before "
+                "even one fits.") in f["hint"]
+        assert "The cap --max-total-tokens 8192 does not help" in f["hint"]
+    else:
+        assert "--max-total-tokens" not in f["hint"].split("Raise")[0]
 
 
 def test_a_profiled_pool_below_zero_alone_is_still_the_pool_error():
@@ -607,7 +612,10 @@ def test_a_profiled_pool_below_zero_alone_is_still_the_pool_error():
 
 def test_a_real_warm_up_longer_than_the_pool_names_both_lengths():
     f = SL.parse_log(fixture_text("sglang_logs", "real_cpu_warmup_input_too_long.log"))["failure"]
-    assert f["phase"] == "warmup" and "Input length (29 tokens)" in f["message"]
+    assert f["kind"] == "warmup_failed" and f["phase"] == "warmup"
+    assert f["message"].startswith('AssertionError: {"error":{"message":"Input length (29 tokens) exceeds the maximum '
+                                   'allowed length (10 tokens).')
+    assert "_execute_server_warmup" in f["traceback"]
     assert f["hint"].startswith("A request of 29 tokens (the server's own warm-up) is longer than this launch takes "
                                 "(10 tokens)")
     assert "max_total_num_tokens=16" in f["hint"] and "Raise --max-total-tokens" in f["hint"]
@@ -638,3 +646,17 @@ def test_parse_file_reads_one_launch_of_several(tmp_path):
     assert "max_total_num_tokens" not in one["facts"]          # nothing of the launch after it
     both = SL.parse_file(str(log), len(first.encode()))
     assert both["outcome"] == "ready" and both["facts"]["max_total_num_tokens"] == 8192
+
+
+def test_a_log_that_ends_after_the_weights_loaded_infers_the_pool_error_with_its_numbers():
+    """Died after 'Load weight end', before the KV cache: SGLang was sizing its memory pool. Inferred, and said so."""
+    lines = fixture_text("sglang_logs", "kv_pool_oom_tp2_nextn_seed.log").split("\n")
+    end = max(i for i, line in enumerate(lines) if "Load weight end" in line)
+    text = "\n".join(lines[:end + 1]) + "\n[2026-11-20 09:17:40] Received sigquit from a child process.\n"
+    f = SL.parse_log(text)["failure"]
+    assert f["kind"] == "kv_pool_oom" and f["inferred"] is True and f["phase"] == "memory_pool"
+    assert f["hint"].startswith("Inferred (the process died without a logged cause; evidence: the log ends after "
+                                "'Load weight end' (46.62 GiB free before loading, 20.71 GiB after) and before the KV "
+                                "cache was allocated). The static budget is mem_fraction_static x free memory = 0.85 x")
+    # the same cut while still starting (no death) is not a failure
+    assert SL.parse_log("\n".join(lines[:end + 1]) + "\n")["outcome"] == "starting"

@@ -272,3 +272,41 @@ def test_pipeline_stages_are_chosen_where_they_hold_more_kv_mla_on_eight_gpus():
     # with speculative decoding (which 0.5.9 refuses with stages) no stage is proposed
     nextn = ST.choose(cfg("deepseek-v3"), gpus(H200, 8), "tokens", {"speculative_algorithm": "NEXTN"})
     assert nextn["args"].get("pp_size") in (None, 1)
+
+
+def test_concurrency_keeps_the_operators_context_and_says_so():
+    """#44: for the motivating deployment with context_length 32768 (kept, as the role keeps the operator's keys) the
+    goal concurrency serves many requests of 32768 tokens - not 1 request of the model's 262144."""
+    seed = {"tp_size": 2, "speculative_algorithm": "NEXTN", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": 4, "context_length": 32768}
+    conc = ST.choose(QWEN, gpus(A6000, 2), "concurrency", seed, keep=list(seed) + ["host", "port"])
+    assert conc["args"]["context_length"] == 32768 and conc["candidates"][0]["score"] == 10
+    assert "each holding 32768 tokens (the operator's context_length)" in conc["explain"][0]
+    # without it, the model's context, said as such
+    assert "(the model's context)" in ST.choose(QWEN, gpus(A6000, 2), "concurrency", {"tp_size": 2})["explain"][0]
+
+
+def test_concurrency_at_the_operators_context_where_the_models_would_not_fit():
+    """#44: an 8B model with an FP8 KV cache on one 24 GB GPU at 32k starts with the operator's args; the goal finds
+    the most requests of that context (it raised 'nothing starts SGLang', measuring at the model's 131072)."""
+    llama = cfg("llama-3.1-8b")
+    rtx4090 = {"name": "NVIDIA GeForce RTX 4090", "memory_total_mib": 24564}
+    own = {"kv_cache_dtype": "fp8_e4m3", "context_length": 32768}
+    assert SM.plan(llama, gpus(rtx4090, 1), own)["outcome"] == "fits"
+    conc = ST.choose(llama, gpus(rtx4090, 1), "concurrency", own, keep=list(own))
+    assert conc["args"]["context_length"] == 32768 and conc["args"]["kv_cache_dtype"] == "fp8_e4m3"
+    assert conc["candidates"][0]["score"] == 3
+
+
+def test_a_context_no_configuration_holds_is_named_with_the_nearest_that_is():
+    llama = cfg("llama-3.1-8b")
+    with pytest.raises(ST.TuneError) as e:
+        ST.choose(llama, gpus({"name": "NVIDIA GeForce RTX 4090", "memory_total_mib": 24564}, 1), "concurrency", {},
+                  min_context=131072)
+    assert str(e.value) == ("no configuration on these 1 GPU(s) of 24564 MiB holds one request of 131072 tokens "
+                            "(min_context); at 32768 tokens: 1 request(s) - give that context (min_context or "
+                            "context_length)")
+    with pytest.raises(ST.TuneError) as e:
+        ST.choose(QWEN, gpus(A6000, 2), "concurrency", {"context_length": 8192}, min_context=16384,
+                  keep=["context_length"])
+    assert "context_length=8192 is kept: give one of them" in str(e.value)
