@@ -310,3 +310,14 @@ def test_a_context_no_configuration_holds_is_named_with_the_nearest_that_is():
         ST.choose(QWEN, gpus(A6000, 2), "concurrency", {"context_length": 8192}, min_context=16384,
                   keep=["context_length"])
     assert "context_length=8192 is kept: give one of them" in str(e.value)
+
+
+def test_concurrency_for_a_quantized_27b_on_one_24gb_gpu_at_a_short_context():
+    """#44: Qwen3.6-27B with 4-bit AWQ weights on one 24 GB GPU, context_length 8192: the operator's args start SGLang
+    (5 requests); the goal keeps that context and finds the most requests of it."""
+    awq = dict(QWEN, quantization_config={"quant_method": "awq", "bits": 4, "group_size": 128})
+    one = gpus({"name": "NVIDIA GeForce RTX 4090", "memory_total_mib": 24564}, 1)
+    own = {"context_length": 8192}
+    assert SM.plan(awq, one, own)["outcome"] == "fits"
+    conc = ST.choose(awq, one, "concurrency", own, keep=list(own))
+    assert conc["args"]["context_length"] == 8192 and conc["candidates"][0]["score"] == 9
