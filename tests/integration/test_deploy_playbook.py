@@ -143,3 +143,13 @@ def test_status_names_a_nodes_lost_gpu_in_one_line(tmp_path):
     assert ('"msg": "pve1 GPUs gpu_lost: GPU 0000:c1:00.0 lost: Unable to determine the device handle for '
             'GPU0000:C1:00.0: Unknown Error. The GPU stopped answering on the PCIe bus') in p.stdout, p.stdout[-3000:]
     assert "changed=0" in p.stdout
+
+
+def test_the_plan_chart_reads_line_by_line_under_the_default_callback_too():
+    """#45 item 8: a user's own project (the default JSON result format) gets one chart line per list item, not one
+    string full of \\n."""
+    p = ansible_playbook(os.path.join(ROOT, "playbooks", "plan.yml"), env={"ANSIBLE_CALLBACK_RESULT_FORMAT": "json"})
+    assert p.returncode == 0, p.stdout[-2000:]
+    assert '"msg": [' in p.stdout and "\\n" not in p.stdout
+    assert '"  weights        25.43 GiB |######################",' in p.stdout
+    assert '"  KV cache       -2.95 GiB |<0: over budget by 2.95 GiB",' in p.stdout
