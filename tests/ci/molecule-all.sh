@@ -10,10 +10,11 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 lane="${1:-all}"
-LANE_B=(tests/lab:rollout            # 327
-        roles/sglang_router:default  # 239
-        tests/lab:real)              # the real SGLang 0.5.9: about 600 (the venv's 4.5 GB, four real start-ups)
-# roles/lxc_gpu_passthrough:default and :raw (93, 68 s) moved to lane a when the real scenario came to lane b
+LANE_B=(roles/sglang_router:default  # 239
+        tests/lab:real)              # the real SGLang 0.5.9: about 900 beside the other lane (the venv's 4.5 GB, five
+                                     # real start-ups, the runbooks)
+# tests/lab:rollout (327 s) and roles/lxc_gpu_passthrough:default and :raw (93, 68 s) moved to lane a when the real
+# scenario came to lane b
 # roles/nvidia_driver:apt (123 s since it also moves the pin up and down and fills CT 100) runs in lane a: with it
 # lane b (after the pytest lane) ended about 160 s after lane a in the run of d9eb135, without it they end close
 if [ -n "${MOLECULE_LANE_B:-}" ]; then read -r -a LANE_B <<< "$MOLECULE_LANE_B"; fi   # its own list (tests)

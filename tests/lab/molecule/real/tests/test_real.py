@@ -119,7 +119,7 @@ def test_the_seeds_error_for_real_named_restored_and_diagnosed(host):
 def test_a_pool_smaller_than_the_warm_up_fails_at_warm_up_with_both_lengths(host):
     p = relaunch(dict(ARGS, max_total_tokens=16))
     assert p.returncode != 0
-    assert "SGLang failed to start: other in phase warmup" in said(p)
+    assert "SGLang failed to start: warmup_failed in phase warmup" in said(p)
     assert "exceeds the maximum allowed length (10 tokens)" in said(p)
     assert "(the server's own warm-up) is longer than this launch takes (10 tokens)" in said(p)
     assert "was put back: it is ready again and serving" in said(p)
