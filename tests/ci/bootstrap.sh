@@ -74,6 +74,7 @@ if [ ! -d "$coll/community/proxmox" ] || [ ! -f "build/.bundle-$ANSIBLE_BUNDLE_V
   .venv/bin/python - "$ANSIBLE_BUNDLE_VERSION" <<'PY'
 import sys, zipfile, glob, os
 whl = glob.glob("build/wheels/ansible-%s-*.whl" % sys.argv[1])[0]
+# the collections of tests/requirements.yml (the tests' own: the content needs none)
 wanted = ("ansible_collections/community/proxmox/", "ansible_collections/ansible/posix/", "ansible_collections/containers/podman/")
 with zipfile.ZipFile(whl) as z:
     for n in z.namelist():

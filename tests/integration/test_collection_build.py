@@ -1,12 +1,16 @@
 """The collection people install (#45 item 3): the built tarball carries the content and nothing of the tests, the lab
 or the developer tooling; installed with ansible-galaxy into an empty path, its plugins document themselves and its
 main job (plan.yml) runs from the installed copy."""
+import glob
 import json
 import os
+import re
+import shutil
 import subprocess
 import tarfile
 
 import pytest
+import yaml
 
 from ansible_helpers import ROOT, VENV_BIN
 
@@ -21,8 +25,9 @@ def installed(tmp_path_factory):
     tarball = [os.path.join(tmp, f) for f in os.listdir(tmp) if f.endswith(".tar.gz")]
     assert len(tarball) == 1, out
     coll = tmp / "installed"
-    subprocess.run([os.path.join(VENV_BIN, "ansible-galaxy"), "collection", "install", "--offline", "--no-deps",
-                    tarball[0], "-p", str(coll)], capture_output=True, text=True, check=True, cwd=str(tmp))
+    # as a user installs it: its dependencies resolved (there are none to fetch), nothing from Galaxy
+    subprocess.run([os.path.join(VENV_BIN, "ansible-galaxy"), "collection", "install", "--offline", tarball[0],
+                    "-p", str(coll)], capture_output=True, text=True, check=True, cwd=str(tmp))
     # the collection from the install (first on the path), the dependency collections (community.proxmox, ...) from the tests.
     env = dict((k, v) for k, v in os.environ.items() if not k.startswith("ANSIBLE_"))
     env.update(ANSIBLE_COLLECTIONS_PATH="%s:%s" % (coll, os.path.join(ROOT, "build", "collections")),
@@ -53,7 +58,55 @@ def test_the_installed_copy_documents_every_module_and_runs_the_main_job(install
         doc = subprocess.run([os.path.join(VENV_BIN, "ansible-doc"), "--json", name], capture_output=True, text=True,
                              env=installed["env"], cwd=installed["tmp"], check=True)
         assert os.path.realpath(json.loads(doc.stdout)[name]["doc"]["filename"]).startswith(os.path.realpath(where))
-    plan = subprocess.run([os.path.join(VENV_BIN, "ansible-playbook"), os.path.join(where, "playbooks", "plan.yml")],
+    plan = subprocess.run([os.path.join(VENV_BIN, "ansible-playbook"), "gpuserve.sglang.plan"],
                           capture_output=True, text=True, env=installed["env"], cwd=installed["tmp"], check=False)
     assert plan.returncode == 0, plan.stdout[-2000:] + plan.stderr[-2000:]
     assert "Outcome: kv_pool_oom" in plan.stdout
+
+
+def _fqcns(text):
+    return set(re.findall(r"\b([a-z][a-z0-9_]*\.[a-z][a-z0-9_]*)\.[a-z][a-z0-9_]*\b", text))
+
+
+def test_the_dependencies_galaxy_yml_declares_are_the_ones_the_content_uses():
+    """#45 item 4: every collection the content names (a task's module, a filter, a lookup, a connection) is a
+    dependency, and nothing else is: test-only collections are in tests/requirements.yml."""
+    with open(os.path.join(ROOT, "galaxy.yml")) as fh:
+        declared = set((yaml.safe_load(fh)["dependencies"] or {}))
+    used = set()
+    for top in ("roles", "playbooks"):
+        for path in glob.glob(os.path.join(ROOT, top, "**", "*.yml"), recursive=True):
+            if "/molecule/" in path:
+                continue
+            with open(path) as fh:
+                text = "\n".join(line for line in fh if not line.lstrip().startswith("#"))
+            used |= _fqcns(text)
+    used = {c for c in used if c.split(".")[0] in ("community", "ansible", "containers", "kubernetes", "cisco")}
+    used -= {"ansible.builtin", "ansible.legacy"}
+    assert used == declared, "content uses %s, galaxy.yml declares %s" % (sorted(used), sorted(declared))
+
+
+def test_an_execution_environment_from_the_tarball(installed):
+    """#45 item 5: docs/ee/execution-environment.yml builds a context with ansible-builder 3.2.0 (the tarball and its
+    requirements inside), and ansible-builder's introspection of the installed collection finds what the controller
+    side needs (meta/execution-environment.yml)."""
+    work = os.path.join(installed["tmp"], "ee")
+    shutil.copytree(os.path.join(ROOT, "docs", "ee"), work)
+    shutil.copy(installed["tarball"], os.path.join(work, "gpuserve-sglang.tar.gz"))
+    builder = [os.path.join(VENV_BIN, "uv"), "tool", "run", "-q", "--from", "ansible-builder==3.2.0", "ansible-builder"]
+    create = subprocess.run(builder + ["create", "-f", "execution-environment.yml", "--context", "ctx"], cwd=work,
+                            capture_output=True, text=True, check=False)
+    assert create.returncode == 0, create.stdout + create.stderr
+    ctx = os.path.join(work, "ctx")
+    assert os.path.isfile(os.path.join(ctx, "_build", "collections", "gpuserve-sglang.tar.gz"))
+    with open(os.path.join(ctx, "_build", "requirements.yml")) as fh:
+        assert yaml.safe_load(fh)["collections"] == [{"name": "/build/collections/gpuserve-sglang.tar.gz", "type": "file"}]
+    with open(os.path.join(ctx, "Containerfile")) as fh:
+        containerfile = fh.read()
+    assert "ansible-galaxy collection install" in containerfile and "introspect" in containerfile
+    assert "ansible-core==2.19.14" in containerfile
+    found = subprocess.run(builder + ["introspect", installed["path"]], capture_output=True, text=True, check=False)
+    assert found.returncode == 0, found.stderr
+    wants = yaml.safe_load(found.stdout.split("\n", 1)[1])
+    assert "proxmoxer>=2.0  # from collection gpuserve.sglang" in wants["python"]
+    assert "openssh-client [platform:dpkg]  # from collection gpuserve.sglang" in wants["system"]
