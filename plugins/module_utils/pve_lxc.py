@@ -18,6 +18,24 @@ import time
 
 from .pve_conf import locked_problem, parse_property_string
 
+# The API connection every module that calls the Proxmox API takes (doc fragment gpuserve.sglang.proxmox, action group
+# gpuserve.sglang.proxmox): each option with the environment variable it falls back to - community.proxmox's names.
+API_ARGUMENT_SPEC = {
+    "api_host": {"type": "str", "required": True},
+    "api_port": {"type": "int", "default": 8006},
+    "api_user": {"type": "str", "required": True},
+    "api_password": {"type": "str", "no_log": True},
+    "api_token_id": {"type": "str", "no_log": False},
+    "api_token_secret": {"type": "str", "no_log": True},
+    "validate_certs": {"type": "bool", "default": True},
+    "ca_file": {"type": "path"},
+}
+API_ENV = {
+    "api_host": "PROXMOX_HOST", "api_port": "PROXMOX_PORT", "api_user": "PROXMOX_USER",
+    "api_password": "PROXMOX_PASSWORD", "api_token_id": "PROXMOX_TOKEN_ID", "api_token_secret": "PROXMOX_TOKEN_SECRET",
+    "validate_certs": "PROXMOX_VALIDATE_CERTS", "ca_file": "PROXMOX_CA_FILE",
+}
+
 # Options fixed at creation: an existing CT with another value is an error, never a silent re-create.
 CREATE_ONLY = ("ostemplate", "unprivileged", "storage", "arch")
 PROPERTY_STRINGS = {"net": "name", "features": None, "rootfs": "volume", "mp": "volume", "dev": "path"}

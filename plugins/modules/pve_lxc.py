@@ -32,36 +32,6 @@ requirements:
   - proxmoxer >= 2.0
   - requests
 options:
-  api_host:
-    description: Proxmox VE API host.
-    type: str
-    required: true
-  api_port:
-    description: API port.
-    type: int
-    default: 8006
-  api_user:
-    description: User, e.g. C(root@pam).
-    type: str
-    required: true
-  api_password:
-    description: Password (ticket login). Either this or O(api_token_id) + O(api_token_secret).
-    type: str
-  api_token_id:
-    description: API token name (without the user part), e.g. C(ansible).
-    type: str
-  api_token_secret:
-    description: API token secret.
-    type: str
-  validate_certs:
-    description: Verify the API's TLS certificate (against the system CAs, or O(ca_file)).
-    type: bool
-    default: true
-  ca_file:
-    description:
-      - CA bundle on the controller that signed the API's certificate, such as a copy of the cluster's
-        C(/etc/pve/pve-root-ca.pem) (the CA of every node's self-signed certificate). Verification stays on.
-    type: path
   node:
     description: Node the container lives on.
     type: str
@@ -113,6 +83,7 @@ options:
     default: 300
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
+  - gpuserve.sglang.proxmox
 attributes:
   diff_mode:
     support: full
@@ -172,9 +143,11 @@ diff:
 import os
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import vmid_problem
-from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_lxc import PveLxcError, reconcile, wanted_options
+from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_lxc import (
+    API_ARGUMENT_SPEC, API_ENV, PveLxcError, reconcile, wanted_options,
+)
 
 try:
     from proxmoxer import ProxmoxAPI
@@ -185,17 +158,15 @@ except ImportError:
     PROXMOXER_ERR = traceback.format_exc()
 
 
+def api_argument_spec():
+    """The shared API options (module_utils.pve_lxc), each falling back to its environment variable."""
+    return dict((name, dict(spec, fallback=(env_fallback, [API_ENV[name]]))) for name, spec in API_ARGUMENT_SPEC.items())
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            api_host=dict(type="str", required=True),
-            api_port=dict(type="int", default=8006),
-            api_user=dict(type="str", required=True),
-            api_password=dict(type="str", no_log=True),
-            api_token_id=dict(type="str", no_log=False),
-            api_token_secret=dict(type="str", no_log=True),
-            validate_certs=dict(type="bool", default=True),
-            ca_file=dict(type="path"),
+            api_argument_spec(),
             node=dict(type="str", required=True),
             vmid=dict(type="int", required=True),
             state=dict(type="str", default="present", choices=["present", "started", "stopped"]),

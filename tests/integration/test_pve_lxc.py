@@ -159,3 +159,24 @@ def test_the_clusters_own_ca_verifies_the_api_and_an_untrusted_certificate_names
     assert trusted.get("failed") is not True, trusted.get("msg")
     assert trusted["created"] is True
     assert TOKEN[1] not in trusted["_stdout"]
+
+
+def test_the_api_options_come_once_from_module_defaults_or_from_the_environment(pve, tmp_path):
+    """#45 item 6: group/gpuserve.sglang.proxmox in module_defaults sets the API options for every call; without them,
+    community.proxmox's environment variables do (PROXMOX_HOST, PROXMOX_PORT, PROXMOX_USER, PROXMOX_PASSWORD, ...)."""
+    from ansible_helpers import run_playbook  # pylint: disable=import-outside-toplevel
+    api = {k: v for k, v in args(pve).items() if k.startswith("api_") or k == "validate_certs"}
+    p = run_playbook([{"hosts": "localhost", "connection": "local", "gather_facts": False,
+                       "module_defaults": {"group/gpuserve.sglang.proxmox": api},
+                       "tasks": [{"name": "create", "register": "r", "gpuserve.sglang.pve_lxc": dict(
+                           {"node": "pve1", "vmid": 129, "state": "started"}, **CT129)},
+                                 {"name": "said", "ansible.builtin.assert": {"that": ["r.created"]}}]}], tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:]
+    assert pve.cts[129]["status"] == "running"
+    env = {"PROXMOX_HOST": "127.0.0.1", "PROXMOX_PORT": str(pve.port), "PROXMOX_USER": "root@pam",
+           "PROXMOX_PASSWORD": PASSWORD, "PROXMOX_VALIDATE_CERTS": "false"}
+    r = run_module(M, {"node": "pve1", "vmid": 129, "state": "stopped"}, env=env)
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["changed"] is True and pve.cts[129]["status"] == "stopped"
+    # the password from the environment stays out of the result, as the option's own would
+    assert PASSWORD not in json.dumps(r)
