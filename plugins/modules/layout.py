@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: layout
 short_description: A role's accounts, directories, files and enabled units, checked and set in one call
-version_added: 0.7.0
+version_added: 0.8.0
 description:
   - What a role lays out on a host - system groups and accounts, directories, files whose content the controller
     gives (a rendered template, a lock, a token), paths that must be gone, systemd units enabled at boot - is read

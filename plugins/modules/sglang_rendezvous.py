@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: sglang_rendezvous
 short_description: Check, before launch, that every rank of a multi-node SGLang server reaches rank 0's rendezvous
-version_added: 0.7.0
+version_added: 0.8.0
 description:
   - One SGLang server across several containers meets at C(--dist-init-addr) (rank 0's address and port, where
     torch.distributed's TCPStore listens). A blocked port shows only after launch, as every rank hanging until

@@ -66,3 +66,39 @@ def test_every_plugins_version_added_is_a_release_not_newer_than_galaxy():
             assert added in releases, "%s: version_added %s is not a release in changelogs/changelog.yaml" % (path, added)
             assert _v(added) <= galaxy, "%s: version_added %s is newer than galaxy.yml" % (path, added)
     assert seen >= 9   # every module has one
+
+
+CONTENT = ("plugins", "roles", "playbooks", "meta")
+
+
+def _git(*args):
+    import subprocess  # pylint: disable=import-outside-toplevel
+    return subprocess.run(["git"] + list(args), cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def test_a_change_to_the_content_since_the_last_release_carries_a_changelog_fragment():
+    """#45 item 2: when plugins/, roles/, playbooks/ or meta/ changed since the last release (the last commit that
+    wrote changelogs/changelog.yaml), changelogs/fragments/ holds at least one fragment saying so - a ``trivial:`` one
+    for a change no user sees. Each fragment is one antsibull-changelog can read."""
+    released = _git("log", "-1", "--format=%H", "--", "changelogs/changelog.yaml").strip()
+    assert released, "no release commit (changelogs/changelog.yaml was never committed)"
+    changed = [f for f in _git("diff", "--name-only", released, "--", *CONTENT).splitlines() if f]
+    changed += [f for f in _git("ls-files", "--others", "--exclude-standard", "--", *CONTENT).splitlines() if f]
+    fragments = sorted(glob.glob(os.path.join(ROOT, "changelogs", "fragments", "*.y*ml")))
+    if changed:
+        assert fragments, ("%d file(s) of the content changed since the release %s (%s, ...) and "
+                           "changelogs/fragments/ is empty: add a fragment (a 'trivial:' one for a change no user sees)"
+                           % (len(changed), released[:12], ", ".join(changed[:3])))
+    config = _load("changelogs", "config.yaml")
+    sections = {s[0] for s in config.get("sections", [])} | {"release_summary", "trivial", "breaking_changes",
+                                                               "major_changes", "minor_changes", "removed_features",
+                                                               "deprecated_features", "security_fixes", "bugfixes",
+                                                               "known_issues"}
+    for path in fragments:
+        with open(path) as fh:
+            frag = yaml.safe_load(fh)
+        assert isinstance(frag, dict) and frag, path
+        for section, entries in frag.items():
+            assert section in sections, "%s: unknown section %s" % (path, section)
+            assert section == "release_summary" or (isinstance(entries, list) and all(
+                isinstance(e, str) and e for e in entries)), path
