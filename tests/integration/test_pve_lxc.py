@@ -166,11 +166,11 @@ def test_the_api_options_come_once_from_module_defaults_or_from_the_environment(
     community.proxmox's environment variables do (PROXMOX_HOST, PROXMOX_PORT, PROXMOX_USER, PROXMOX_PASSWORD, ...)."""
     from ansible_helpers import run_playbook  # pylint: disable=import-outside-toplevel
     api = {k: v for k, v in args(pve).items() if k.startswith("api_") or k == "validate_certs"}
+    create = {"name": "create", "register": "r",
+              "gpuserve.sglang.pve_lxc": dict({"node": "pve1", "vmid": 129, "state": "started"}, **CT129)}
+    said = {"name": "said", "ansible.builtin.assert": {"that": ["r.created"]}}
     p = run_playbook([{"hosts": "localhost", "connection": "local", "gather_facts": False,
-                       "module_defaults": {"group/gpuserve.sglang.proxmox": api},
-                       "tasks": [{"name": "create", "register": "r", "gpuserve.sglang.pve_lxc": dict(
-                           {"node": "pve1", "vmid": 129, "state": "started"}, **CT129)},
-                                 {"name": "said", "ansible.builtin.assert": {"that": ["r.created"]}}]}], tmp_path)
+                       "module_defaults": {"group/gpuserve.sglang.proxmox": api}, "tasks": [create, said]}], tmp_path)
     assert p.returncode == 0, p.stdout[-3000:]
     assert pve.cts[129]["status"] == "running"
     env = {"PROXMOX_HOST": "127.0.0.1", "PROXMOX_PORT": str(pve.port), "PROXMOX_USER": "root@pam",
