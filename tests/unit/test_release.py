@@ -90,8 +90,8 @@ def test_a_change_to_the_content_since_the_last_release_carries_a_changelog_frag
                            "changelogs/fragments/ is empty: add a fragment (a 'trivial:' one for a change no user sees)"
                            % (len(changed), released[:12], ", ".join(changed[:3])))
     config = _load("changelogs", "config.yaml")
-    sections = {s[0] for s in config.get("sections", [])} | {config.get("trivial_section_name", "trivial"),
-                                                               "release_summary"}
+    sections = {s[0] for s in config.get("sections", [])}
+    sections |= {config.get("trivial_section_name", "trivial"), "release_summary"}
     for path in fragments:
         with open(path) as fh:
             frag = yaml.safe_load(fh)
