@@ -25,12 +25,15 @@ def installed(tmp_path_factory):
     tarball = [os.path.join(tmp, f) for f in os.listdir(tmp) if f.endswith(".tar.gz")]
     assert len(tarball) == 1, out
     coll = tmp / "installed"
-    # as a user installs it: its dependencies resolved (there are none to fetch), nothing from Galaxy
+    clean = dict((k, v) for k, v in os.environ.items() if not k.startswith("ANSIBLE_"))
+    # as a user installs it, into an empty path that is the only one configured (a copy of the same version on another
+    # configured path makes ansible-galaxy skip the install): its dependencies resolved (none to fetch), no Galaxy
     subprocess.run([os.path.join(VENV_BIN, "ansible-galaxy"), "collection", "install", "--offline", tarball[0],
-                    "-p", str(coll)], capture_output=True, text=True, check=True, cwd=str(tmp))
+                    "-p", str(coll)], capture_output=True, text=True, check=True, cwd=str(tmp),
+                   env=dict(clean, ANSIBLE_COLLECTIONS_PATH=str(coll)))
+    assert os.path.isfile(os.path.join(str(coll), "ansible_collections", "gpuserve", "sglang", "MANIFEST.json"))
     # the collection from the install (first on the path), the dependency collections (community.proxmox, ...) from the tests.
-    env = dict((k, v) for k, v in os.environ.items() if not k.startswith("ANSIBLE_"))
-    env.update(ANSIBLE_COLLECTIONS_PATH="%s:%s" % (coll, os.path.join(ROOT, "build", "collections")),
+    env = dict(clean, ANSIBLE_COLLECTIONS_PATH="%s:%s" % (coll, os.path.join(ROOT, "build", "collections")),
                ANSIBLE_NOCOLOR="1")
     return {"tarball": tarball[0], "path": str(coll), "env": env, "tmp": str(tmp)}
 
