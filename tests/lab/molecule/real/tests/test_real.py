@@ -75,6 +75,15 @@ def test_the_unit_runs_the_real_sglang_on_the_cpu_with_the_real_libcuda(host):
     assert ct(host, "python3", "-c", maps) == str([LIBCUDA])
 
 
+def test_the_venv_came_through_the_labs_shared_uv_cache(host):
+    """The lab's uv cache (build/lab/uv-cache on this machine, mounted into CT 100) holds the lock's wheels after the
+    build: the next lab here builds from it without downloading the 4.5 GB again."""
+    assert ct(host, "findmnt", "-n", "-o", "TARGET", "/var/cache/gpuserve-lab/uv") == "/var/cache/gpuserve-lab/uv"
+    wheels = ("import pathlib\nroot = pathlib.Path('/var/cache/gpuserve-lab/uv')\n"
+              "print(sorted({p.name for p in root.glob('wheels-v*/pypi/*') if p.name in ('torch', 'sgl-kernel', 'sglang')}))")
+    assert ct(host, "python3", "-c", wheels) == str(["sgl-kernel", "sglang", "torch"])
+
+
 def test_the_key_is_enforced_by_the_real_server(host):
     assert ct(host, "python3", "-c", PROBE, "/health") == "200"
     assert ct(host, "python3", "-c", PROBE, "/health_generate") == "200"
