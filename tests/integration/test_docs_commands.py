@@ -128,8 +128,12 @@ def problems(cmd):
         inventory = "inventory/example"
     if c["tool"] == "ansible-playbook":
         playbook = next((a for a in c["positional"] if a.endswith(".yml")), None)
+        # a playbook of the installed collection by its name (ansible-playbook gpuserve.sglang.plan)
+        fqcn = next((a for a in c["positional"] if re.match(r"^gpuserve\.sglang\.\w+$", a)), None)
+        if playbook is None and fqcn:
+            playbook = "playbooks/%s.yml" % fqcn.rsplit(".", 1)[1]
         if not playbook or not os.path.isfile(os.path.join(ROOT, playbook)):
-            return ["no such playbook: %s" % playbook]
+            return ["no such playbook: %s" % (playbook or fqcn)]
         bad += ["--tags %s: no such tag in %s" % (t, playbook) for t in c["tags"] if t not in listed_tags(playbook)]
         for value in c["extra"]:
             names = extra_var_names(value) or []
@@ -173,6 +177,7 @@ def test_a_documented_command_names_what_exists(cmd):
     ("ansible-playbook -i inventory/example playbooks/restart.yml --limit ct192",
      "--limit ct192: no such host in inventory/example"),
     ("ansible-playbook playbooks/reboot.yml", "no such playbook: playbooks/reboot.yml"),
+    ("ansible-playbook gpuserve.sglang.reboot", "no such playbook: playbooks/reboot.yml"),
     ("ansible localhost -m gpuserve.sglang.sglang_log_facts -a 'path=/var/log/x.log since_launch=1'",
      "-a since_launch: no such option of gpuserve.sglang.sglang_log_facts"),
     ("ansible localhost -m gpuserve.sglang.sglang_logfacts -a path=/x", "no such module: gpuserve.sglang.sglang_logfacts"),

@@ -360,7 +360,9 @@ def test_a_rank_restarted_alone_joins_the_old_rank_0_and_is_told_why_it_failed(s
     rank 0 went away; while it lives on, rank 1's store wait times out and is named a meeting that failed."""
     import threading
     rank0, rank1, dist = _two_ranks(server, tmp_path, 600 if rank0_stops else 60)
-    rank0["public_env"] = dict(rank0["public_env"], SGLANG_STANDIN_GEN_MS="2000")
+    # a request of 10 s: still in flight when rank 1 leaves, however long its stop takes on a loaded machine (2 s was
+    # over before a slow stop under two lanes, and rank 0, idle, ended at once)
+    rank0["public_env"] = dict(rank0["public_env"], SGLANG_STANDIN_GEN_MS="10000")
     stop0 = {"name": server["name"], "manager": "process", "state": "stopped", "state_dir": server["state_dir"]}
 
     def busy():                         # a request rank 0 is answering when rank 1 leaves
