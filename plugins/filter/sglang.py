@@ -7,42 +7,40 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import importlib
-
 from ansible.errors import AnsibleFilterError
 
-
-def _mu(name):
-    """A module_utils module of this collection, imported when a filter first needs it. Ansible runs each task in a
-    worker process of its own that loads this file again: importing every module_utils up front cost about 0.1 s
-    per task that used any of these filters (measured on the lab), now a task pays for what it uses."""
-    return importlib.import_module("ansible_collections.gpuserve.sglang.plugins.module_utils." + name)
+# Each filter imports the module_utils package it uses in its own body: Ansible runs each task in a worker process of
+# its own that loads this file again, and importing every package up front cost about 0.1 s per task that used any
+# of these filters (measured on the lab); now a task pays for what it uses.
 
 
 def sglang_log(text):
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import logs as logs_utils
     if not isinstance(text, str):
         raise AnsibleFilterError("sglang_log: expected log text, got %s" % type(text).__name__)
-    return _mu("sglang_log").parse_log(text)
+    return logs_utils.parse_log(text)
 
 
 def sglang_argv(args, python, model_path, config_file=None):
-    m = _mu("sglang_argv")
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
     try:
-        return m.server_argv(python, model_path, args, config_file=config_file or None)
-    except m.ArgvError as exc:
+        return server_utils.server_argv(python, model_path, args, config_file=config_file or None)
+    except server_utils.ArgvError as exc:
         raise AnsibleFilterError("sglang_argv: %s" % exc)
 
 
 def sglang_args_problems(args):
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
     if not isinstance(args, dict):
         raise AnsibleFilterError("sglang_args_problems: expected the server args as a mapping")
-    return _mu("sglang_argv").validate_args(args)
+    return server_utils.validate_args(args)
 
 
 def sglang_args_from_argv(argv):
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
     if not isinstance(argv, (list, tuple)):
         raise AnsibleFilterError("sglang_args_from_argv: expected the argv list of a launch record")
-    return _mu("sglang_argv").args_from_argv(list(argv))
+    return server_utils.args_from_argv(list(argv))
 
 
 def path_entries(paths, **attrs):
@@ -61,11 +59,13 @@ def path_entries(paths, **attrs):
 
 
 def sglang_is_loopback(host):
-    return _mu("sglang_argv").is_loopback(host)
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
+    return server_utils.is_loopback(host)
 
 
 def sglang_server_groups(hostvars, names):
     """The multi-node groups among ``names`` (the sglang_containers hosts, inventory order), from their hostvars."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
     hosts = []
     for name in names:
         hv = hostvars[name]
@@ -78,23 +78,26 @@ def sglang_server_groups(hostvars, names):
                       "dist_port": hv.get("sglang_server_dist_port", 5000),
                       "port": hv.get("sglang_server_port", 30000), "tp_size": args.get("tp_size", 1),
                       "pp_size": args.get("pp_size", 1), "gpus": len(gpus) if isinstance(gpus, (list, tuple)) and gpus else None})
-    return _mu("sglang_group").group_layout(hosts)
+    return server_utils.group_layout(hosts)
 
 
 def sglang_replica_hosts(hostvars, names):
     """The hosts among ``names`` that serve SGLang's API: a multi-node group's rank 0, not its other ranks."""
-    return _mu("sglang_group").serving(list(names), sglang_server_groups(hostvars, names))
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
+    return server_utils.serving(list(names), sglang_server_groups(hostvars, names))
 
 
 def sglang_group_restart(hostvars, names, group):
     """The command that restarts every rank of multi-node group ``group`` together (its nodes, then its ranks)."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
     ranks = [r["name"] for r in sglang_server_groups(hostvars, names)[group]["ranks"]]
-    return _mu("sglang_group").restart_command(ranks, _nodes(hostvars, ranks))
+    return server_utils.restart_command(ranks, _nodes(hostvars, ranks))
 
 
 def sglang_group_status(hostvars, names, hosts=None):
     """One verdict per multi-node group among ``names``, from each rank's sglang_server_status (status.yml); with
     ``hosts`` (the play's), only the groups with a rank among them."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
     out = []
     for group, layout in sorted(sglang_server_groups(hostvars, names).items()):
         ranks = [r["name"] for r in layout["ranks"]]
@@ -106,7 +109,7 @@ def sglang_group_status(hostvars, names, hosts=None):
             if st is None and hosts is not None and h in hosts:      # in the run, but no status: it could not be read
                 st = {"unit": "unknown (no status: unreachable, or its status failed - see above)"}
             statuses[h] = st
-        out.append(_mu("sglang_group").group_status(group, ranks, statuses, _nodes(hostvars, ranks)))
+        out.append(server_utils.group_status(group, ranks, statuses, _nodes(hostvars, ranks)))
     return out
 
 
@@ -120,51 +123,60 @@ def _nodes(hostvars, ranks):
 
 
 def sglang_group_mismatches(ranks, group):
-    return _mu("sglang_group").rank_mismatches(group, ranks)
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
+    return server_utils.rank_mismatches(group, ranks)
 
 
 def sglang_manifest_digest(manifest):
-    return _mu("sglang_group").manifest_digest(manifest)
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
+    return server_utils.manifest_digest(manifest)
 
 
 def sglang_local_url(host, port=30000):
-    return _mu("sglang_argv").local_url(host, port)
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
+    return server_utils.local_url(host, port)
 
 
 def sglang_systemd_exec(argv):
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
     if not isinstance(argv, (list, tuple)) or not all(isinstance(a, str) for a in argv):
         raise AnsibleFilterError("sglang_systemd_exec: expected an argv list of strings")
-    return _mu("sglang_process").systemd_exec_line(list(argv))
+    return server_utils.systemd_exec_line(list(argv))
 
 
 def uv_lock_pins(text):
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import venv as venv_utils
     if not isinstance(text, str):
         raise AnsibleFilterError("uv_lock_pins: expected the text of a lock file")
-    return _mu("uv_venv").parse_lock(text)
+    return venv_utils.parse_lock(text)
 
 
 def flash_attn_wheel_problems(filename, torch_version, cuda_version, python_version, cxx11abi=True, machine="x86_64"):
-    return _mu("uv_venv").flash_attn_mismatches(str(filename), str(torch_version), str(cuda_version),
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import venv as venv_utils
+    return venv_utils.flash_attn_mismatches(str(filename), str(torch_version), str(cuda_version),
                                                 str(python_version), bool(cxx11abi), str(machine))
 
 
 def flash_attn_max_jobs(cpus, mem_total_mib, mib_per_job=6144):
-    return _mu("uv_venv").max_build_jobs(cpus, mem_total_mib, mib_per_job)
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import venv as venv_utils
+    return venv_utils.max_build_jobs(cpus, mem_total_mib, mib_per_job)
 
 
 def nvidia_gpus_problem(facts, selectors, node):
     """Why a container using GPUs ``selectors`` of ``node`` cannot run on them, from the node's nvidia_gpu_facts; ''
     when it can (module_utils.nvidia.gpus_problem)."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import host as host_utils
     if facts is not None and not isinstance(facts, dict):
         raise AnsibleFilterError("nvidia_gpus_problem: expected the node's nvidia_gpu_facts (gpuserve_nvidia)")
-    return _mu("nvidia").gpus_problem(facts or {}, list(selectors or []), str(node))
+    return host_utils.gpus_problem(facts or {}, list(selectors or []), str(node))
 
 
 def nvidia_select_gpus(gpus, selectors):
     """The GPUs (nvidia_gpu_facts' list) named by device minors, UUIDs or PCI bus ids; every GPU when none given."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import host as host_utils
     if not isinstance(gpus, list):
         raise AnsibleFilterError("nvidia_select_gpus: expected the gpus list of nvidia_gpu_facts")
-    selected, problems = _mu("nvidia").select_gpus(list(selectors or []), gpus)
+    selected, problems = host_utils.select_gpus(list(selectors or []), gpus)
     if problems:
         raise AnsibleFilterError("lxc_gpu_passthrough_gpus: %s" % "; ".join(problems))
     missing = [g.get("uuid") for g in selected if g.get("minor") is None]
@@ -189,53 +201,60 @@ def nvidia_gpu_minors(selectors, gpus):
 
 
 def apt_policy_versions(text, version=None):
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import host as host_utils
     if not isinstance(text, str):
         raise AnsibleFilterError("apt_policy_versions: expected the text of apt-cache policy")
-    return _mu("nvidia").policy_versions(text, version)
+    return host_utils.policy_versions(text, version)
 
 
 def hf_repo_id_problem(repo_id):
     """Why repo_id is not a Hub model id (the one rule hf_snapshot, the hf_model role and deploy.yml apply), or ''."""
-    return _mu("hf_files").repo_id_problem(repo_id) or ""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import hub as hub_utils
+    return hub_utils.repo_id_problem(repo_id) or ""
 
 
 def pve_vmid_problem(value, name="vmid"):
     """Why value is not a Proxmox CT id, naming the variable ``name`` (the one rule of deploy.yml, the roles and
     pve_lxc), or ''."""
-    return _mu("pve_conf").vmid_problem(value, name)
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import pve as pve_utils
+    return pve_utils.vmid_problem(value, name)
 
 
 def lxc_passthrough_check(nv, gpus, uvm, mode, host, proc_devices, vmid=None):
     """Role lxc_gpu_passthrough's preflight: the nodes to pass, the command that opens them inside CT ``vmid``, and
     the first reason it cannot (module_utils.pve_conf.passthrough_check)."""
-    return _mu("pve_conf").passthrough_check(dict(nv or {}), list(gpus or []), bool(uvm), str(mode), str(host),
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import pve as pve_utils
+    return pve_utils.passthrough_check(dict(nv or {}), list(gpus or []), bool(uvm), str(mode), str(host),
                                              str(proc_devices), vmid=vmid)
 
 
 def lxc_passthrough_access(opened, nodes):
     """What opening each passed node inside the CT said (module_utils.pve_conf.passthrough_access)."""
-    return _mu("pve_conf").passthrough_access(opened, list(nodes or []))
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import pve as pve_utils
+    return pve_utils.passthrough_access(opened, list(nodes or []))
 
 
 def sglang_router_argv(host, port, policy, prometheus_host=None, prometheus_port=None, extra=None):
     """The router's arguments without workers and key (module_utils.sglang_router.router_argv)."""
-    m = _mu("sglang_router")
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
     try:
-        return m.router_argv(host, port, policy, [], prometheus_host, prometheus_port, extra or {})
-    except (m.RouterError, TypeError, ValueError) as e:
+        return server_utils.router_argv(host, port, policy, [], prometheus_host, prometheus_port, extra or {})
+    except (server_utils.RouterError, TypeError, ValueError) as e:
         raise AnsibleFilterError("sglang_router_argv: %s" % e)
 
 
 def sglang_router_problems(host, port, policy, workers, extra=None, keyed=True, public_ok=False, prometheus_host=None):
-    """What is wrong with the router's settings, each naming its sglang_router_ variable (module_utils.sglang_router)."""
-    return _mu("sglang_router").router_problems(host, port, policy, workers, extra, "sglang_router_", bool(keyed),
+    """What is wrong with the router's settings, each naming its sglang_router_ variable (module_utils.server.router)."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
+    return server_utils.router_problems(host, port, policy, workers, extra, "sglang_router_", bool(keyed),
                                                 bool(public_ok), prometheus_host)
 
 
 def sglang_unit_value(value, name):
     """One value for the unit template: control characters refused naming ``name``, ``%`` doubled."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
     try:
-        return _mu("sglang_argv").unit_value(value, name)
+        return server_utils.unit_value(value, name)
     except ValueError as exc:
         raise AnsibleFilterError("sglang_unit_value: %s" % exc)
 
@@ -243,16 +262,17 @@ def sglang_unit_value(value, name):
 def sglang_unit_problems(values, unit_lists=None):
     """What the unit template would refuse: values holding a control character, and in the lists named by
     ``unit_lists`` anything that is not a unit name."""
-    m = _mu("sglang_argv")
-    problems = m.control_problems(values)
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
+    problems = server_utils.control_problems(values)
     for name in unit_lists or []:
-        problems.extend(m.unit_name_problems(values.get(name, []), name))
+        problems.extend(server_utils.unit_name_problems(values.get(name, []), name))
     return problems
 
 
 def gpuserve_secret_problem(value, name):
     """Why a key or token cannot be used, naming the variable, or '' (module_utils.files.secret_problem)."""
-    return _mu("files").secret_problem(name, value) or ""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import host as host_utils
+    return host_utils.secret_problem(name, value) or ""
 
 
 class FilterModule(object):

@@ -296,110 +296,25 @@ error_kind:
   type: str
 """
 
-import json
-import os
-import pwd
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.files import secret_problem
-from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_files import (
-    MANIFEST, PROGRESS, HubError, is_commit, repo_id_problem, revision_problem)
-from ansible_collections.gpuserve.sglang.plugins.module_utils.hf_hub import (
-    NotYet, open_source, read_token, repair_owner, snapshot)
+from ansible_collections.gpuserve.sglang.plugins.module_utils.hub import (ARGUMENT_SPEC, MUTUALLY_EXCLUSIVE, REQUIRED_IF,
+                                                                          SnapshotFailed, SnapshotManager)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            repo_id=dict(type="str", required=True),
-            revision=dict(type="str", default="main"),
-            local_dir=dict(type="path", required=True),
-            endpoint=dict(type="str", default="https://huggingface.co"),
-            source_dir=dict(type="path"),
-            source_host=dict(type="str"),
-            source_host_dir=dict(type="path"),
-            ssh_port=dict(type="int", default=22),
-            bwlimit_kib=dict(type="int", default=0),
-            ssh_key_file=dict(type="path"),
-            ssh_known_hosts_file=dict(type="path"),
-            ssh_host_key_checking=dict(type="str", choices=["yes", "accept-new"], default="yes"),
-            downloader=dict(type="str", choices=["auto", "builtin", "huggingface_hub"], default="builtin"),
-            python=dict(type="path"),
-            hf_transfer=dict(type="bool", default=False),
-            token=dict(type="str", no_log=True),
-            token_file=dict(type="path"),
-            allow_patterns=dict(type="list", elements="str", default=[]),
-            ignore_patterns=dict(type="list", elements="str", default=[]),
-            verify=dict(type="str", choices=["quick", "full"], default="quick"),
-            workers=dict(type="int", default=4),
-            retries=dict(type="int", default=5),
-            retry_backoff=dict(type="float", default=2.0),
-            disk_margin_mib=dict(type="int", default=1024),
-            timeout=dict(type="int", default=60),
-            owner=dict(type="str"),
-        ),
-        mutually_exclusive=[["token", "token_file"], ["source_dir", "source_host"]],
-        required_if=[["downloader", "huggingface_hub", ["python"]]],
-        supports_check_mode=True,
-    )
-    p = module.params
-    problem = repo_id_problem(p["repo_id"]) or revision_problem(p["revision"])
-    if problem:
-        module.fail_json(msg=problem + "; nothing was changed", changed=False)
-    user = None
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=MUTUALLY_EXCLUSIVE, required_if=REQUIRED_IF,
+                           supports_check_mode=True)
+    manager = SnapshotManager(module.params, check_mode=module.check_mode, which=module.get_bin_path)
     try:
-        token = read_token(p["token"], p["token_file"])
-        if token and p["token_file"]:
-            module.no_log_values.add(token)
-        short = secret_problem("the token in token_file=%s" % p["token_file"] if p["token_file"] else "token", token)
-        if short:
-            raise HubError("input", short)
-        if p["owner"]:
-            try:
-                user = pwd.getpwnam(p["owner"])
-            except KeyError:
-                raise HubError("input", "owner=%s: no such user on the target; create the service account first"
-                               % p["owner"])
-        hub, warnings = open_source(p, token, module.check_mode, module.get_bin_path, account=user)
-    except NotYet as e:
-        # the play that would write what the source needs has not (check mode): say what would happen
-        module.exit_json(changed=True, up_to_date=False, path=p["local_dir"], fetched=[], repaired=[],
-                         bytes_transferred=0, network=False, msg=str(e))
-    except HubError as e:
-        module.fail_json(msg=str(e), error_kind=e.kind, path=p["local_dir"], changed=False)
-    for w in warnings:
-        module.warn(w)
-    try:
-        r = snapshot(hub, p["repo_id"], p["revision"], p["local_dir"], p["allow_patterns"], p["ignore_patterns"],
-                     p["verify"], p["workers"], p["disk_margin_mib"] * 1024 * 1024, module.check_mode,
-                     retries=p["retries"], retry_backoff=p["retry_backoff"])
-    except HubError as e:
-        module.fail_json(msg=str(e), error_kind=e.kind, status=e.status, path=p["local_dir"], changed=False)
-    result = dict(changed=r["changed"], path=p["local_dir"], revision=r["revision"], file_count=len(r["files"]),
-                  bytes=sum(f["size"] for f in r["files"]), fetched=r["fetched"], repaired=r["repaired"],
-                  bytes_transferred=r["bytes_transferred"], network=r["network"], retries=r.get("retries", []))
-    if r.get("staged"):
-        result.update(staged=True, switched_from=r["switched_from"], previous_path=r["previous_path"])
-    if r.get("downloader"):
-        result["downloader"] = r["downloader"]
-    if user is not None and os.path.isdir(p["local_dir"]):
-        # check mode says so too (a role's quick look in check mode must see an owner to repair)
-        if repair_owner(p["local_dir"], user.pw_uid, user.pw_gid, module.check_mode):
-            result["changed"] = True
-    cfg = os.path.join(p["local_dir"], "config.json")
-    if os.path.isfile(cfg) and not (module.check_mode and "config.json" in r["fetched"]):
-        try:
-            with open(cfg) as f:
-                result["config"] = json.load(f)
-        except ValueError:
-            module.warn("%s is not valid JSON" % cfg)
-    if not is_commit(p["revision"]) and p["source_dir"] is None and p["source_host"] is None:
-        module.warn("revision=%s is not a commit: it is resolved at every run (now %s), and a new commit on the Hub "
-                    "changes the model under the server; pin the commit sha (hf_model_revision: %s) for reproducible "
-                    "deployments" % (p["revision"], r["revision"], r["revision"]))
-    result["manifest"] = os.path.join(p["local_dir"], MANIFEST)
-    result["progress_file"] = os.path.join(p["local_dir"], PROGRESS)
-    result["up_to_date"] = not result["changed"]
+        result, failed = manager.ensure(), None
+    except SnapshotFailed as exc:
+        result, failed = exc.result, exc.msg
+    for secret in manager.secrets:
+        module.no_log_values.add(secret)
+    for warning in manager.warnings:
+        module.warn(warning)
+    if failed:
+        module.fail_json(msg=failed, **result)
     module.exit_json(**result)
 
 

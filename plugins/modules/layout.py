@@ -177,7 +177,7 @@ actions:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.layout import LayoutError, run
+from ansible_collections.gpuserve.sglang.plugins.module_utils.host import LayoutError, run
 
 
 def _summary(params):

@@ -196,54 +196,9 @@ lost_gpus:
   version_added: 0.7.0
 """
 
-import glob
-import os
-import stat
-import subprocess
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.nvidia import (
-    LIB_DIRS, SMI_ARGV, dkms_has_module, gpu_facts, read_node,
-)
-
-
-def _read(path):
-    try:
-        with open(path) as fh:
-            return fh.read()
-    except (IOError, OSError):
-        return ""
-
-
-def _node(module, p):
-    node = read_node(lib_dirs=p["lib_dirs"], free_path=p["free_path"])
-    if p["dkms_version"]:
-        node["dkms_status"] = node["newest_kernel_has_module"] = node["boot_kernel_has_module"] = None
-        if os.access(p["dkms_binary"], os.X_OK):
-            argv = [p["dkms_binary"], "status", "-m", "nvidia", "-v", p["dkms_version"]]
-            try:
-                proc = subprocess.run(argv, capture_output=True, text=True, timeout=p["timeout"], check=False)
-            except subprocess.TimeoutExpired:
-                module.fail_json(msg="%s did not answer within %s s (killed): run it by hand" % (" ".join(argv), p["timeout"]))
-            node["dkms_status"] = proc.stdout
-            node["newest_kernel_has_module"] = dkms_has_module(proc.stdout, node["newest_kernel"] or "")
-            node["boot_kernel_has_module"] = dkms_has_module(proc.stdout, node["boot_kernel"] or "")
-    return node
-
-
-def _nodes(patterns):
-    out = []
-    for pattern in patterns:
-        for path in sorted(glob.glob(pattern)):
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
-            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
-                out.append({"path": path, "type": "c" if stat.S_ISCHR(st.st_mode) else "b",
-                            "major": os.major(st.st_rdev), "minor": os.minor(st.st_rdev),
-                            "mode": "%04o" % stat.S_IMODE(st.st_mode)})
-    return out
+from ansible_collections.gpuserve.sglang.plugins.module_utils.host import (LIB_DIRS, GpuReadError, read_gpus,
+                                                                           read_node_facts)
 
 
 def main():
@@ -267,25 +222,17 @@ def main():
     )
     p = module.params
     smi = module.get_bin_path(p["nvidia_smi"]) if "/" not in p["nvidia_smi"] else p["nvidia_smi"]
-    timed_out = None
-    if smi and os.access(smi, os.X_OK):
-        try:     # bounded: a wedged GPU makes nvidia-smi hang forever
-            proc = subprocess.run([smi] + SMI_ARGV[1:], capture_output=True, text=True, timeout=p["timeout"], check=False)
-            rc, out, err = proc.returncode, proc.stdout, proc.stderr
-        except subprocess.TimeoutExpired:
-            rc, out, err, timed_out = None, "", "", p["timeout"]
-    else:
-        rc, out, err = None, "", ""
-    facts = gpu_facts(out, err, rc, proc_version=_read(p["proc_version_path"]),
-                      sys_module_version=_read("/sys/module/nvidia/version"),
-                      proc_devices=_read(p["proc_devices_path"]), device_nodes=_nodes(p["dev_glob"]),
-                      smi_timeout=timed_out,
-                      gpu_information=[_read(f) for f in sorted(glob.glob(os.path.join(p["proc_gpus_dir"], "*", "information")))])
+    facts = read_gpus(smi, p["timeout"], p["proc_version_path"], p["proc_devices_path"], p["dev_glob"],
+                      p["proc_gpus_dir"])
     result = dict(facts, changed=False)
     if p["set_facts"]:
         result["ansible_facts"] = {"gpuserve_nvidia": facts}
-    if p["node"]:
-        result["node"] = _node(module, p)
+    try:
+        if p["node"]:
+            result["node"] = read_node_facts(p["lib_dirs"], p["free_path"], p["dkms_binary"], p["dkms_version"],
+                                             p["timeout"])
+    except GpuReadError as exc:
+        module.fail_json(msg=str(exc))
     wanted = {"driver": ("ok", "no_gpu"), "gpu": ("ok",)}.get(p["require"])
     if wanted and facts["state"] not in wanted:
         module.fail_json(msg="require=%s: %s (%s). %s" % (p["require"], facts["message"], facts["state"], facts["hint"]),

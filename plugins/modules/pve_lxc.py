@@ -140,14 +140,11 @@ diff:
   type: dict
 """
 
-import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
-from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import vmid_problem
-from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_lxc import (
-    API_ARGUMENT_SPEC, API_ENV, PveLxcError, reconcile, wanted_options,
-)
+from ansible_collections.gpuserve.sglang.plugins.module_utils.pve import (API_ARGUMENT_SPEC, API_ENV, CT_ARGUMENT_SPEC,
+                                                                          ConfFailed, ensure_ct)
 
 try:
     from proxmoxer import ProxmoxAPI
@@ -159,73 +156,22 @@ except ImportError:
 
 
 def api_argument_spec():
-    """The shared API options (module_utils.pve_lxc), each falling back to its environment variable."""
+    """The shared API options (module_utils.pve), each falling back to its environment variable."""
     return dict((name, dict(spec, fallback=(env_fallback, [API_ENV[name]]))) for name, spec in API_ARGUMENT_SPEC.items())
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            api_argument_spec(),
-            node=dict(type="str", required=True),
-            vmid=dict(type="int", required=True),
-            state=dict(type="str", default="present", choices=["present", "started", "stopped"]),
-            ostemplate=dict(type="str"),
-            hostname=dict(type="str"),
-            rootfs=dict(type="str"),
-            cores=dict(type="int"),
-            memory=dict(type="int"),
-            swap=dict(type="int"),
-            net=dict(type="dict"),
-            unprivileged=dict(type="bool"),
-            features=dict(type="str"),
-            onboot=dict(type="bool"),
-            timeout=dict(type="int", default=300),
-        ),
-        required_one_of=[("api_password", "api_token_id")],
-        required_together=[("api_token_id", "api_token_secret")],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=dict(api_argument_spec(), **CT_ARGUMENT_SPEC),
+                           required_one_of=[("api_password", "api_token_id")],
+                           required_together=[("api_token_id", "api_token_secret")], supports_check_mode=True)
     if not HAS_PROXMOXER:
         module.fail_json(msg=missing_required_lib("proxmoxer"), exception=PROXMOXER_ERR)
-    p = module.params
-    node, vmid = p["node"], p["vmid"]
-    problem = vmid_problem(vmid)
-    if problem:
-        module.fail_json(msg=problem + "; nothing was changed")
-    if p["ca_file"] and not p["validate_certs"]:
-        module.fail_json(msg="ca_file=%s with validate_certs=false: the CA would not be used; drop validate_certs: "
-                             "false" % p["ca_file"])
-    if p["ca_file"] and not os.path.isfile(p["ca_file"]):
-        module.fail_json(msg="ca_file=%s does not exist on the controller: copy the cluster's /etc/pve/pve-root-ca.pem "
-                             "there" % p["ca_file"])
-    # requests takes a CA bundle path as verify: the cluster's own CA verifies its self-signed node certificates
-    auth = dict(user=p["api_user"], verify_ssl=p["ca_file"] or p["validate_certs"], port=p["api_port"])
-    if p["api_token_id"]:
-        auth.update(token_name=p["api_token_id"], token_value=p["api_token_secret"])
-    else:
-        auth.update(password=p["api_password"])
-    result = dict(changed=False, created=False, changes={}, task_warnings=[], before=None)
-    wanted = wanted_options(p)
     try:
-        api = ProxmoxAPI(p["api_host"], **auth)
-        reconcile(api, node, vmid, wanted, p["state"], p["timeout"], module.check_mode, result)
-    except PveLxcError as exc:
-        result.pop("before", None)
-        module.fail_json(msg=str(exc), **result)
-    except Exception as exc:  # proxmoxer raises its own and requests' errors; name the call's target
-        hint = ""
-        if "CERTIFICATE_VERIFY_FAILED" in str(exc) or "SSLError" in type(exc).__name__:
-            hint = (" - the node's certificate is not trusted: set ca_file to a copy of the cluster's "
-                    "/etc/pve/pve-root-ca.pem (keep validate_certs on)")
-        result.pop("before", None)
-        module.fail_json(msg="Proxmox API at %s:%s: %s%s" % (p["api_host"], p["api_port"], exc, hint), **result)
-    before = result.pop("before")
-    for w in result["task_warnings"]:
-        for line in w["lines"]:
-            module.warn("%s: %s" % (w["task"], line))
-    if module._diff and result["changed"] and before is not None:
-        result["diff"] = {"before": before, "after": wanted if result["created"] else result["changes"]}
+        result, warnings = ensure_ct(ProxmoxAPI, module.params, module.check_mode, module._diff)
+    except ConfFailed as exc:
+        module.fail_json(msg=exc.msg, **exc.result)
+    for warning in warnings:
+        module.warn(warning)
     module.exit_json(**result)
 
 

@@ -217,162 +217,18 @@ diff:
   type: dict
 """
 
-import os
-import re
-import stat
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.pve_conf import (
-    CONFIG_LOCK_DIR, PveConfError, backup_config, line_owner, locked_problem, open_nodes_argv, parse,
-    pending_over_devices, pending_problem, plan_devices, raw_device_lines, set_options, set_raw_lines,
-    take_config_lock,
-)
-
-
-def _write(module, p, path, after, result):
-    """The backup, then the file rewritten in place (pmxcfs refuses the chmod and rename of an atomic copy)."""
-    if not os.path.isdir(p["backup_dir"]):
-        os.makedirs(p["backup_dir"], 0o700)
-    result["backup_file"] = backup_config(path, p["backup_dir"], p["vmid"], p["backup_keep"])
-    try:
-        fh = open(path, "r+")
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="cannot write %s: %s. /etc/pve is read-only while this node is not part of a quorate "
-                             "cluster (`pvecm status`; pmxcfs answers 'Permission denied'); bring the cluster back "
-                             "to quorum and run again. The config is unchanged (a copy is in %s)."
-                             % (path, exc.strerror or exc, result["backup_file"]), **result)
-    try:
-        with fh:
-            fh.write(after)
-            fh.truncate()
-    except (IOError, OSError) as exc:     # opened, then refused: the file may be half written
-        module.fail_json(msg="writing %s failed partway: %s. Put the previous config back with `cp %s %s` before "
-                             "anything starts the CT, then run again." % (path, exc.strerror or exc,
-                                                                          result["backup_file"], path), **result)
-
-
-def _rdev(path):
-    """(kind, major, minor) of a device node."""
-    st = os.stat(path)
-    return ("c" if stat.S_ISCHR(st.st_mode) else "b", os.major(st.st_rdev), os.minor(st.st_rdev))
+from ansible_collections.gpuserve.sglang.plugins.module_utils.pve import CONF_ARGUMENT_SPEC, ConfFailed, ConfManager
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            vmid=dict(type="int", required=True),
-            passthrough=dict(type="str", default="devn", choices=["devn", "raw"]),
-            conf_dir=dict(type="path", default="/etc/pve/lxc"),
-            devices=dict(type="list", elements="dict", default=[], options=dict(
-                path=dict(type="path", required=True),
-                mode=dict(type="str"),
-                gid=dict(type="int"),
-                uid=dict(type="int"),
-                deny_write=dict(type="bool", default=False),
-            )),
-            raw=dict(type="list", elements="list", default=[]),
-            owned_paths=dict(type="str", default="^/dev/nvidia"),
-            owned_majors=dict(type="list", elements="int", default=[195]),
-            owned_mounts=dict(type="str", default="^/dev/nvidia"),
-            backup_dir=dict(type="path", default="/var/lib/gpuserve-sglang/pve-backups"),
-            backup_keep=dict(type="int", default=10),
-            status=dict(type="bool", default=False),
-            open_if_unchanged=dict(type="list", elements="path", default=[]),
-            lock_dir=dict(type="path", default=CONFIG_LOCK_DIR),
-            lock_timeout=dict(type="int", default=10),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    if p["open_if_unchanged"] and not p["status"]:
-        module.fail_json(msg="open_if_unchanged needs status=true (the nodes are opened only in a running container)")
-    path = os.path.join(p["conf_dir"], "%d.conf" % p["vmid"])
-    result = dict(changed=False, path=path, restart_needed=False, devices=[])
-    if not os.path.exists(path):
-        module.fail_json(msg="CT %d has no config at %s on this node: create the container first, run this on the "
-                             "node that holds it, or fix vmid; nothing was changed" % (p["vmid"], path), **result)
-    if p["status"]:
-        argv = [module.get_bin_path("pct", required=True), "status", str(p["vmid"])]
-        rc, out, err = module.run_command(argv)
-        m = re.search(r"^status:\s*(\S+)", out, re.M)
-        if rc != 0 or not m:
-            module.fail_json(msg="pct status %d: %s" % (p["vmid"], (err or out).strip() or "rc %d" % rc), **result)
-        result["status"] = m.group(1)
-    for spec in p["devices"]:
-        try:
-            st = os.stat(spec["path"])
-        except OSError:
-            module.fail_json(msg="devices: %s does not exist on this node (Proxmox refuses such a devN). For "
-                                 "nvidia-uvm, load it at boot (nvidia-modprobe -u -c=0; role nvidia_driver does)."
-                                 % spec["path"], **result)
-        if not (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)):
-            module.fail_json(msg="devices: %s is not a device node" % spec["path"], **result)
-        if spec["mode"] is not None and not re.match(r"^0?[0-7]{3}$", spec["mode"]):
-            module.fail_json(msg="devices: mode=%s for %s is not an octal mode like 0666" % (spec["mode"], spec["path"]),
-                             **result)
-    raw = []
-    if p["passthrough"] == "raw":
-        raw.extend(raw_device_lines([dict(spec, rdev=_rdev(spec["path"])) for spec in p["devices"]]))
-    for item in p["raw"]:
-        if len(item) != 2 or not str(item[0]).startswith("lxc."):
-            module.fail_json(msg="raw: %r is not a [lxc.key, value] pair" % (item,), **result)
-        raw.append((str(item[0]), str(item[1])))
+    module = AnsibleModule(argument_spec=CONF_ARGUMENT_SPEC, supports_check_mode=True)
+    manager = ConfManager(module.params, module.check_mode, module._diff, run=module.run_command,
+                          pct=lambda: module.get_bin_path("pct", required=True))
     try:
-        owns = line_owner(set(p["owned_majors"]) | set(_rdev(spec["path"])[1] for spec in p["devices"]),
-                          p["owned_mounts"])
-        re.compile(p["owned_paths"])
-    except re.error as exc:
-        module.fail_json(msg="owned_mounts/owned_paths: not a regular expression: %s" % exc, **result)
-
-    for key, value in raw:
-        if not owns(key, value):
-            module.fail_json(msg="raw: %s: %s is not a line this module owns (see owned_majors/owned_mounts), so a "
-                                 "second run could not find it" % (key, value), **result)
-
-    # read, compared and written under Proxmox's own lock on the file (not in check mode, which writes nothing)
-    held = None
-    try:
-        if not module.check_mode:
-            try:
-                held = take_config_lock(p["vmid"], p["lock_dir"], p["lock_timeout"])
-            except PveConfError as exc:
-                module.fail_json(msg=str(exc), **result)
-        with open(path) as fh:
-            before = fh.read()
-        try:
-            opts = parse(before)
-            devn = p["devices"] if p["passthrough"] == "devn" else []
-            changes, deletes, final = plan_devices(opts, devn, p["owned_paths"])
-            after = set_options(before, changes, deletes)
-            after = set_raw_lines(after, raw, owns)
-        except PveConfError as exc:
-            module.fail_json(msg="%s: %s" % (path, exc), **result)
-        result["devices"] = final
-        # pending devN (PVE 8's pct set on a running CT) would overwrite these lines at the next start
-        over = pending_over_devices(before, final, p["owned_paths"])
-        if over:
-            module.fail_json(msg=pending_problem(p["vmid"], path, over), pending=over, **result)
-        if after != before:
-            # a locked CT (a backup, a migration...) is changed by nothing in Proxmox; check mode says so too
-            if opts.get("lock"):
-                module.fail_json(msg=locked_problem(p["vmid"], opts["lock"], path), lock=opts["lock"], **result)
-            result.update(changed=True, restart_needed=True)
-            if module._diff:
-                result["diff"] = {"before": before, "after": after, "before_header": path, "after_header": path}
-            if not module.check_mode:
-                _write(module, p, path, after, result)
-    finally:
-        if held is not None:
-            os.close(held)
-    if after == before and p["open_if_unchanged"] and result.get("status") == "running":
-        # the devices in the config are the ones the running CT started with only if the config did not change
-        rc, _out, err = module.run_command(open_nodes_argv(p["vmid"], p["open_if_unchanged"],
-                                                           pct=module.get_bin_path("pct", required=True)))
-        if rc not in (0, 1):
-            module.fail_json(msg="pct exec %d (opening the passed nodes): rc %d: %s" % (p["vmid"], rc, err.strip()),
-                             **result)
-        result["opened"] = dict(rc=rc, stderr=err, stderr_lines=err.splitlines())
-    module.exit_json(**result)
+        module.exit_json(**manager.ensure())
+    except ConfFailed as exc:
+        module.fail_json(msg=exc.msg, **exc.result)
 
 
 if __name__ == "__main__":

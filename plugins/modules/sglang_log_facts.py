@@ -169,9 +169,7 @@ end_offset:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_log import (
-    last_launch, parse_file, parse_log, parse_log_since,
-)
+from ansible_collections.gpuserve.sglang.plugins.module_utils.logs import LogReadError, read_facts
 
 
 def main():
@@ -188,44 +186,10 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    since = p["since"]
-    launch = None
-    if since == "all":
-        since = None
-    elif since is None and p["path"] is not None:
-        try:
-            launch = last_launch(p["path"])      # by default only the last launch: never an older one's error
-        except (IOError, OSError) as exc:
-            module.fail_json(msg="path=%s: cannot read the log: %s" % (p["path"], exc))
-        since = str(launch["offset"]) if launch["offset"] else None
     try:
-        if p["path"] is not None:
-            if since and not since.isdigit():
-                with open(p["path"], "rb") as fh:
-                    res = parse_log_since(fh.read().decode("utf-8", "replace"), since)
-            else:
-                res = parse_file(p["path"], offset=int(since) if since else 0, until=p["until"])
-        elif since:
-            if since.isdigit():
-                res = parse_log(p["content"].encode("utf-8")[int(since):].decode("utf-8", "replace"))
-                res["stale"] = res["lines"] == 0
-            else:
-                res = parse_log_since(p["content"], since)
-        else:
-            res = parse_log(p["content"])
-            res["stale"] = False
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="path=%s: cannot read the log: %s" % (p["path"], exc))
-    except ValueError as exc:
+        res = read_facts(p["path"], p["content"], p["since"], p["until"])
+    except LogReadError as exc:
         module.fail_json(msg=str(exc))
-    if not since:
-        res["stale"] = False
-    if launch is not None:
-        res["launch"] = launch
-        res["stale"] = bool(launch["id"]) and res.get("lines", 0) == 0
-    if res["stale"]:
-        res["msg"] = "no output from this launch: nothing was logged after the marker %s" % (
-            "of launch %s at %s" % (launch["id"], launch["at"]) if launch else since)
     if p["set_facts"]:
         res["ansible_facts"] = {"sglang_start": dict(res)}
     module.exit_json(changed=False, **res)

@@ -250,115 +250,24 @@ explain:
   elements: str
 """
 
-import json
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_argv import validate_args
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_memory import (
-    PlanError, checkpoint_bytes, gpus_from_profile, plan, replay_mismatch,
-)
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_tune import TuneError, choose
-
-
-def _table(rows):
-    """The ranked candidates as a fixed-width table a person reads at a glance."""
-    out = ["%-4s %-62s %9s %6s %8s %7s %s" % ("rank", "changes", "tokens", "reqs", "context", "spare", "outcome")]
-    for i, r in enumerate(rows, 1):
-        delta = ", ".join("%s=%s" % (k, v) for k, v in sorted(r["changes"].items())) or "as given"
-        out.append("%-4d %-62s %9d %6d %8d %6.2fG %s" % (
-            i, delta[:62], r["max_total_num_tokens"], r["max_running_requests"], r["context_length"],
-            r["headroom_left_gb"], r["outcome"]))
-    return out
+from ansible_collections.gpuserve.sglang.plugins.module_utils.plan import PLAN_ARGUMENT_SPEC, PlanRefused, plan_request
+from ansible_collections.gpuserve.sglang.plugins.module_utils.server import validate_args
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            model_path=dict(type="path"),
-            model_config=dict(type="dict"),
-            require=dict(type="dict", default={}),
-            gpus=dict(type="list", elements="dict"),
-            gpu_profile=dict(type="str"),
-            gpu_count=dict(type="int", default=1),
-            args=dict(type="dict", default={}),
-            measured=dict(type="dict"),
-            weights_bytes=dict(type="int"),
-            fail_on=dict(type="list", elements="str", default=["kv_pool_oom"],
-                         choices=["kv_pool_oom", "headroom_oom", "context_truncated"]),
-            goal=dict(type="str", choices=["fit", "context", "concurrency", "tokens"]),
-            allow=dict(type="list", elements="str", default=[],
-                       choices=["no_speculation", "fp8_kv_cache", "bf16_mamba_state"]),
-            margin=dict(type="float", default=0.05),
-            min_context=dict(type="int"),
-            min_requests=dict(type="int", default=1),
-            keep=dict(type="list", elements="str"),
-            launch_failure=dict(type="str"),
-        ),
-        mutually_exclusive=[("model_path", "model_config"), ("gpus", "gpu_profile")],
-        required_one_of=[("model_path", "model_config"), ("gpus", "gpu_profile")],
-        supports_check_mode=True,
-    )
-    p = module.params
-    missing = sorted(path for path in p["require"] if not os.path.exists(path))
-    if missing:
-        module.fail_json(msg="missing: %s; nothing was planned" % "; ".join(
-            "%s (%s)" % (path, p["require"][path]) for path in missing), missing=missing)
-    weights = p["weights_bytes"]
-    problems = validate_args(p["args"])
+    module = AnsibleModule(argument_spec=PLAN_ARGUMENT_SPEC, supports_check_mode=True,
+                           mutually_exclusive=[("model_path", "model_config"), ("gpus", "gpu_profile")],
+                           required_one_of=[("model_path", "model_config"), ("gpus", "gpu_profile")])
+    problems = validate_args(module.params["args"])
     if problems:
         module.fail_json(msg="; ".join(problems))
     try:
-        if p["model_path"]:
-            cfg_path = os.path.join(p["model_path"], "config.json")
-            try:
-                with open(cfg_path) as fh:
-                    config = json.load(fh)
-            except (IOError, OSError) as exc:
-                module.fail_json(msg="model_path: cannot read %s: %s" % (cfg_path, exc))
-            except ValueError as exc:
-                module.fail_json(msg="model_path: %s is not valid JSON: %s" % (cfg_path, exc))
-            if weights is None:
-                cb = checkpoint_bytes(p["model_path"])
-                weights = cb if cb["files"] else None
-        else:
-            config = p["model_config"]
-        gpus = p["gpus"] if p["gpus"] else gpus_from_profile(p["gpu_profile"], p["gpu_count"])
-        if p["goal"]:
-            try:
-                chosen = choose(config, gpus, p["goal"], p["args"], p["allow"], p["measured"], weights, p["margin"],
-                                p["min_context"], p["min_requests"], p["keep"])
-            except TuneError as exc:
-                module.fail_json(msg=str(exc))
-            result = plan(config, gpus, chosen["args"], measured=p["measured"], weights_bytes=weights)
-            result.update(chosen_args=chosen["args"], changes=chosen["changes"], candidates=chosen["candidates"],
-                          goal=p["goal"], explain=chosen["explain"] + _table(chosen["candidates"]) + result["explain"])
-            module.exit_json(changed=False, **result)
-        result = plan(config, gpus, p["args"], measured=p["measured"], weights_bytes=weights)
-        if result.get("sources", {}).get("weights_gb") == "checkpoint":
-            by_config = plan(config, gpus, p["args"], measured=p["measured"])
-            have, want = result["per_gpu"][0]["weights_gb"], by_config["per_gpu"][0]["weights_gb"]
-            if want > 0 and have < 0.5 * want:
-                note = ("the checkpoint's weights (%.2f GiB per GPU) are far smaller than this config's parameters "
-                        "(%.2f GiB per GPU): this is not the model config.json describes (a stand-in, a partial "
-                        "download, or a quantization the config does not declare); the plan uses the checkpoint"
-                        % (have, want))
-                result["notes"] = list(result.get("notes") or []) + [note]
-                result["explain"] = list(result.get("explain") or []) + ["note: " + note]
-                result["checkpoint_contradicts_config"] = True
-                module.warn(note)
-        mismatch = replay_mismatch(result, p["launch_failure"], p["measured"])
-        if mismatch:
-            result["replay_mismatch"] = mismatch
-            result["explain"] = [mismatch] + list(result.get("explain") or [])
-    except PlanError as exc:
-        module.fail_json(msg=str(exc))
-    if result["outcome"] in p["fail_on"]:
-        tokens = result.get("max_total_num_tokens")
-        lines = ["SGLang would not start as configured (%s)%s." % (
-            result["outcome"], "; predicted %d KV tokens" % tokens if tokens and tokens > 0 else "")]
-        lines.extend(result["explain"])
-        module.fail_json(msg="\n".join(lines), **result)
+        result, warnings = plan_request(**module.params)
+    except PlanRefused as exc:
+        module.fail_json(msg=exc.msg, **exc.result)
+    for warning in warnings:
+        module.warn(warning)
     module.exit_json(changed=False, **result)
 
 

@@ -110,7 +110,7 @@ interface:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_group import connect, interface_to, listen
+from ansible_collections.gpuserve.sglang.plugins.module_utils.server import connect, interface_to, listen
 
 
 def main():

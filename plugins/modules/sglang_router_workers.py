@@ -86,7 +86,7 @@ workers:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.sglang_router import (
+from ansible_collections.gpuserve.sglang.plugins.module_utils.server import (
     RouterClient, RouterError, normalize_url, reconcile, worker_url_problem)
 
 

@@ -15,7 +15,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-from ansible_collections.gpuserve.sglang.plugins.module_utils import sglang_process as sp  # noqa: E402
+from ansible_collections.gpuserve.sglang.plugins.module_utils import server as sp  # noqa: E402
 
 STANDIN = os.path.join(ROOT, "tests", "lab", "sglang_standin")
 

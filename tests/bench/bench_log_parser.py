@@ -10,8 +10,8 @@ import time
 import tracemalloc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "plugins", "module_utils"))
-import sglang_log  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "plugins"))
+from module_utils import logs as sglang_log  # noqa: E402
 
 
 def make_log(n):

@@ -42,7 +42,7 @@ for v in "${versions[@]}"; do
 import sys
 for path in sys.argv[1:]:
     with open(path, encoding="utf-8") as f:
-        compile(f.read(), path, "exec")' plugins/module_utils/*.py plugins/modules/*.py \
+        compile(f.read(), path, "exec")' plugins/module_utils/*/*.py plugins/modules/*.py \
      && "$env_dir/bin/pytest" -q -p no:cacheprovider -m "not controller" tests/unit; then
     ran+=("$v")
   else

@@ -19,10 +19,10 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "plugins", "module_utils"))
+sys.path.insert(0, os.path.join(ROOT, "plugins"))
 sys.path.insert(0, HERE)
-import sglang_log  # noqa: E402  pylint: disable=wrong-import-position
-import sglang_memory  # noqa: E402  pylint: disable=wrong-import-position
+from module_utils import logs as sglang_log  # noqa: E402  pylint: disable=wrong-import-position
+from module_utils import plan as sglang_memory  # noqa: E402  pylint: disable=wrong-import-position
 import tiny_llama  # noqa: E402  pylint: disable=wrong-import-position
 
 DEFAULT = os.path.join(ROOT, "tests", "fixtures", "sglang_logs", "real_cpu_pool_*.log")

@@ -32,14 +32,23 @@ def load_module_util(name):
         pkg = types.ModuleType("gpuserve_module_utils")
         pkg.__path__ = [os.path.join(ROOT, "plugins", "module_utils")]
         sys.modules["gpuserve_module_utils"] = pkg
-    sys.modules.pop("gpuserve_module_utils." + name, None)
+    for loaded in [m for m in sys.modules if m.startswith("gpuserve_module_utils.%s" % name.split(".")[0])]:
+        sys.modules.pop(loaded)         # the package and its files: a planted mistake stays in its own copy
     return importlib.import_module("gpuserve_module_utils." + name)
+
+
+def plant_value(p, name, value):
+    """Set ``name`` wherever the planner package binds it (the file that defines it and each file that imported it),
+    as a mistake in the source would be seen by every caller."""
+    for mod in [p] + [m for m in sys.modules.values() if getattr(m, "__name__", "").startswith(p.__name__ + ".")]:
+        if hasattr(mod, name):
+            setattr(mod, name, value)
 
 
 def chosen_cases(todo, n):
     """choose() on the first n scenarios' models and GPUs, one goal each: every configuration it picks is then
     checked like a scenario (its own budget numbers as the measured ones)."""
-    tuner = load_module_util("sglang_tune")
+    tuner = load_module_util("plan.tune")
     out, refused = [], 0
     for i, (name, cfg, args, gpu, _m0, _m1) in enumerate(todo[:n]):
         goal = tuner.GOALS[i % len(tuner.GOALS)]
@@ -125,30 +134,30 @@ def _without_spec_reserve(p):
 
     def auto(gpu_mem_mib, tp, pp, chunked, graph_bs, spec_algo, *rest, **kw):
         return orig(gpu_mem_mib, tp, pp, chunked, graph_bs, None, *rest, **kw)
-    p.auto_mem_fraction_static = auto
+    plant_value(p, "auto_mem_fraction_static", auto)
 
 
 def _bucket_shifted(p):
     orig = p.bucket_defaults
-    p.bucket_defaults = lambda mem, tp: orig(mem * 1.3 if mem else mem, tp)
+    plant_value(p, "bucket_defaults", lambda mem, tp: orig(mem * 1.3 if mem else mem, tp))
 
 
 def _stages_ignored(p):
     orig = p.kv_layers
-    p.kv_layers = lambda model, pp_rank=0, pp_size=1: orig(model, 0, 1)
+    plant_value(p, "kv_layers", lambda model, pp_rank=0, pp_size=1: orig(model, 0, 1))
 
 
 # Mistakes the planner really made before the oracle existed (or easily could): each must be caught.
 PLANTED = {
     "pipeline stages sized as if each held every layer": _stages_ignored,
-    "multimodal by class-name suffix": lambda p: setattr(p, "MULTIMODAL_ARCHS", tuple(
+    "multimodal by class-name suffix": lambda p: plant_value(p, "MULTIMODAL_ARCHS", tuple(
         a for a in p.MULTIMODAL_ARCHS if not a.endswith("ForConditionalGeneration"))),
-    "Gemma's sliding window as a hybrid pool": lambda p: setattr(p, "HYBRID_SWA_ARCHS", p.HYBRID_SWA_ARCHS + (
+    "Gemma's sliding window as a hybrid pool": lambda p: plant_value(p, "HYBRID_SWA_ARCHS", p.HYBRID_SWA_ARCHS + (
         "Gemma2ForCausalLM", "Gemma3ForCausalLM")),
     "the speculative reserve forgotten": _without_spec_reserve,
     "control: the planner as it is": lambda p: None,
     "GPU-size bucket off by one step": _bucket_shifted,
-    "hybrid SWA pools (GPT-OSS, Llama 4) ignored": lambda p: setattr(p, "HYBRID_SWA_ARCHS", ()),
+    "hybrid SWA pools (GPT-OSS, Llama 4) ignored": lambda p: plant_value(p, "HYBRID_SWA_ARCHS", ()),
 }
 
 
@@ -157,7 +166,7 @@ def self_test(oracle, site):
     todo = scenarios.scenarios(600) + scenarios.pp_scenarios(100)
     caught = 0
     for what, plant in PLANTED.items():
-        planner = load_module_util("sglang_memory")
+        planner = load_module_util("plan")
         plant(planner)
         bad = sum(1 for _n, cfg, args, gpu, m0, m1 in todo
                   if compare(oracle.run(cfg, args, gpu, m0, m1), ours(planner, cfg, args, gpu, m0, m1)))
@@ -187,7 +196,7 @@ def main():
     oracle = SGLang059(site)
     if a.self_test:
         return self_test(oracle, site)
-    planner = load_module_util("sglang_memory")
+    planner = load_module_util("plan")
     todo = [s for s in scenarios.scenarios(a.n) + scenarios.pp_scenarios()
             if not a.only or s[0].startswith(a.only)]
     chosen, unplaceable = chosen_cases(todo, 0 if a.only else 200)

@@ -6,8 +6,8 @@ import pytest
 
 from unit_helpers import load_module_util
 
-F = load_module_util("files")
-HF = load_module_util("hf_files")
+F = load_module_util("host.files")
+HF = load_module_util("hub.files")
 
 
 def test_json_round_trip_sorted_keys_and_mode(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 
 from unit_helpers import load_module_util
 
-HTTP = load_module_util("hf_http")
+HTTP = load_module_util("hub.transport")
 
 
 @pytest.mark.parametrize("url, location, keeps", [

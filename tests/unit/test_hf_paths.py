@@ -8,9 +8,9 @@ import pytest
 
 from unit_helpers import load_module_util
 
-H = load_module_util("hf_hub")
-F = load_module_util("hf_files")
-S = load_module_util("hf_sources")
+H = load_module_util("hub.snapshot")
+F = load_module_util("hub.files")
+S = load_module_util("hub.sources")
 SHA = "a" * 40
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from unit_helpers import load_module_util
 
-hf_sources = load_module_util("hf_sources")
+hf_sources = load_module_util("hub.sources")
 
 
 class Ended(object):
@@ -37,7 +37,7 @@ def test_missing_files_and_other_rsync_errors_are_named_apart():
     assert e.kind == "network" and "rsync ended with code 12" in str(e) and "run again to resume" in str(e)
 
 
-hf_hub = load_module_util("hf_hub")
+hf_hub = load_module_util("hub.snapshot")
 
 
 def test_a_refusal_no_retry_mends_is_not_retried_a_link_that_may_come_back_is():

@@ -8,7 +8,7 @@ import pytest
 
 from unit_helpers import CONTROLLER, load_module_util, load_plugin
 
-L = load_module_util("layout")
+L = load_module_util("host.layout")
 
 Pw = collections.namedtuple("Pw", "pw_name pw_uid pw_gid pw_dir pw_shell")
 Gr = collections.namedtuple("Gr", "gr_name gr_gid gr_mem")

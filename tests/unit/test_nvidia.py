@@ -5,7 +5,7 @@ import pytest
 
 from unit_helpers import FIXTURES, fixture_text, load_module_util
 
-NV = load_module_util("nvidia")
+NV = load_module_util("host.nvidia")
 
 
 def fx(name):

@@ -7,7 +7,7 @@ import pytest
 
 from unit_helpers import fixture_text, load_module_util
 
-PC = load_module_util("pve_conf")
+PC = load_module_util("pve.conf")
 CT129 = fixture_text("pve_conf", "ct129-operator.conf")
 
 
@@ -94,7 +94,7 @@ def test_a_line_proxmox_would_refuse_is_named_with_its_number():
 
 
 def test_one_property_string_parser_for_config_files_and_api_values():
-    pc = load_module_util("pve_conf")
+    pc = load_module_util("pve.conf")
     assert pc.parse_property_string("/dev/nvidia0,gid=44,mode=0666", default_key="path") == {
         "path": "/dev/nvidia0", "gid": "44", "mode": "0666"}
     assert pc.parse_property_string("path=/dev/nvidia1", default_key="path") == {"path": "/dev/nvidia1"}
@@ -102,7 +102,7 @@ def test_one_property_string_parser_for_config_files_and_api_values():
         pc.parse_property_string("nesting=1,keyctl", default_key=None)           # a config file: strict
     # what the API returns is compared leniently: a bare flag is a flag (pve_lxc uses this same parser)
     assert pc.parse_property_string("nesting=1,keyctl", flags=True) == {"nesting": "1", "keyctl": "1"}
-    lxc = load_module_util("pve_lxc")
+    lxc = load_module_util("pve.lxc")
     want = {"name": "eth0", "bridge": "vmbr0", "ip": "dhcp"}
     assert lxc.parse_prop("name=eth0,bridge=vmbr0,ip=dhcp", "name") == want
 

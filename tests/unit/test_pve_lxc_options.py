@@ -3,7 +3,7 @@ import pytest
 
 from unit_helpers import load_module_util
 
-PL = load_module_util("pve_lxc")
+PL = load_module_util("pve.lxc")
 
 OPERATOR = {"hostname": "sglang", "cores": "16", "memory": "65536", "swap": "0", "unprivileged": "1",
             "features": "keyctl=1,nesting=1", "rootfs": "local-zfs:subvol-129-disk-0,size=200G",

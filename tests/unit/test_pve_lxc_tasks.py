@@ -5,7 +5,7 @@ import pytest
 
 from unit_helpers import load_module_util
 
-PL = load_module_util("pve_lxc")
+PL = load_module_util("pve.lxc")
 
 
 class Node(object):
@@ -129,8 +129,8 @@ def test_an_error_status_names_the_task_and_its_log_tail_and_a_timeout_says_rais
 
 
 def test_reconcile_creates_changes_starts_and_refuses_as_asked():
-    wanted = PL.wanted_options({"ostemplate": "local:vztmpl/d.tar.zst", "cores": 8, "onboot": True,
-                                "net": {0: "name=eth0,bridge=vmbr0,ip=dhcp"}, "memory": None})
+    wanted = PL.wanted_options(ostemplate="local:vztmpl/d.tar.zst", cores=8, onboot=True,
+                               net={0: "name=eth0,bridge=vmbr0,ip=dhcp"}, memory=None)
     assert wanted == {"ostemplate": "local:vztmpl/d.tar.zst", "cores": "8", "onboot": "1",
                       "net0": "name=eth0,bridge=vmbr0,ip=dhcp"}
     api = Api()

@@ -13,8 +13,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lab"))
 import replay_launches  # noqa: E402  pylint: disable=wrong-import-position
 import tiny_llama  # noqa: E402  pylint: disable=wrong-import-position
 
-SM = load_module_util("sglang_memory")
-SL = load_module_util("sglang_log")
+SM = load_module_util("plan")
+SL = load_module_util("logs")
 POOLS = sorted(glob.glob(os.path.join(FIXTURES, "sglang_logs", "real_cpu_pool_*.log")))
 
 

@@ -4,10 +4,10 @@ import yaml
 
 from unit_helpers import load_module_util
 
-A = load_module_util("sglang_argv")
-P = load_module_util("sglang_process")
-L = load_module_util("sglang_log")
-F = load_module_util("files")
+A = load_module_util("server.argv")
+P = load_module_util("server")
+L = load_module_util("logs")
+F = load_module_util("host.files")
 
 
 def test_the_key_goes_into_a_config_file_sglang_reads_and_argv_only_names_the_file():
@@ -83,7 +83,7 @@ def test_write_private_never_follows_a_planted_link(tmp_path):
     target.write_text("untouched")
     link = tmp_path / "key.yaml"
     link.symlink_to(target)
-    P.write_private(str(link), "api-key: x\n")
+    load_module_util("host").write_private(str(link), "api-key: x\n")
     assert target.read_text() == "untouched"            # the link was replaced, not followed
     assert not link.is_symlink() and oct(link.stat().st_mode & 0o777) == "0o600"
 
@@ -94,7 +94,7 @@ def test_the_launch_marker_never_appends_through_a_planted_link(tmp_path):
     log = tmp_path / "llama.log"
     log.symlink_to(target)
     with pytest.raises(OSError):
-        P._open_log_with_marker(str(log))       # pylint: disable=protected-access
+        load_module_util("server.process")._open_log_with_marker(str(log))       # pylint: disable=protected-access
     assert target.read_text() == "root:x:0:0\n"
 
 

@@ -5,7 +5,7 @@ import sys
 
 from unit_helpers import ROOT, load_module_util
 
-C = load_module_util("sglang_change")
+C = load_module_util("server.change")
 STANDIN = os.path.join(ROOT, "tests", "lab", "sglang_standin")   # a venv's sglang: its srt/server_args.py
 # the account the check runs as must reach the interpreter: the system's, as the lab's stand-in "venv" is
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable

@@ -7,7 +7,7 @@ import pytest
 
 from unit_helpers import load_module_util
 
-G = load_module_util("sglang_group")
+G = load_module_util("server.group")
 
 
 def host(name, addr="10.0.3.27", rank=None, gpus=1, tp=2, pp=1, group="qwen", dist_port=5000, port=30000):

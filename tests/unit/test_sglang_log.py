@@ -7,7 +7,7 @@ import pytest
 
 from unit_helpers import FIXTURES, fixture_text, load_module_util
 
-SL = load_module_util("sglang_log")
+SL = load_module_util("logs")
 
 # fixture -> (outcome, phase, failure kind, rank)
 CASES = {
@@ -333,7 +333,7 @@ def test_a_level_and_file_after_sglangs_bracket_is_dropped_keeping_the_rank():
     line = ("[2026-11-20 09:17:21 TP0] ERROR scheduler.py:3188: Scheduler hit an exception: Traceback (most recent "
             "call last):")
     clean = line.replace("ERROR scheduler.py:3188: ", "")
-    assert SL._strip(line) == SL._strip(clean)  # pylint: disable=protected-access
+    assert load_module_util("logs.rules")._strip(line) == load_module_util("logs.rules")._strip(clean)  # pylint: disable=protected-access
 
 
 def test_counters_that_say_token_are_not_taken_for_secrets():

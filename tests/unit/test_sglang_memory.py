@@ -8,8 +8,8 @@ import pytest
 
 from unit_helpers import FIXTURES, ROOT, fixture_text, load_module_util
 
-SM = load_module_util("sglang_memory")
-SL = load_module_util("sglang_log")
+SM = load_module_util("plan")
+SL = load_module_util("logs")
 GIB = 2 ** 30
 A6000 = {"name": "NVIDIA RTX A6000", "memory_total_mib": 49140}
 H200 = {"name": "NVIDIA H200", "memory_total_mib": 143771}
@@ -473,7 +473,7 @@ def test_a_replay_that_fits_for_a_launch_that_died_says_its_inputs_differ():
     import sys  # pylint: disable=import-outside-toplevel
     sys.path.insert(0, os.path.join(ROOT, "tests", "lab"))
     import tiny_llama  # pylint: disable=import-outside-toplevel
-    facts = load_module_util("sglang_log").parse_log(fixture_text("sglang_logs", "real_cpu_kv_pool_oom_capped.log"))["facts"]
+    facts = load_module_util("logs").parse_log(fixture_text("sglang_logs", "real_cpu_kv_pool_oom_capped.log"))["facts"]
     measured = {k: facts[k] for k in ("avail_mem_before_load_gb", "avail_mem_after_load_gb",
                                       "profiled_max_total_num_tokens")}
     config = json.loads(tiny_llama.files()["config.json"])

@@ -6,7 +6,7 @@ import pytest
 
 from unit_helpers import FIXTURES, fixture_text, load_module_util
 
-SP = load_module_util("sglang_process")
+SP = load_module_util("server")
 
 
 def test_exec_line_quotes_every_word_and_doubles_specifiers_and_dollars():
@@ -148,7 +148,7 @@ def test_the_journal_is_read_again_until_systemds_line_is_there(monkeypatch):
     def fake_run(argv, **_kw):
         calls.append(argv)
         return Done(next(said))
-    monkeypatch.setattr(SP.subprocess, "run", fake_run)
+    monkeypatch.setattr(load_module_util("server.systemd").subprocess, "run", fake_run)
     text = SP.unit_journal("sglang-q.service", want=SP.NAMESPACING, sleep=lambda s: None)
     assert "Failed to set up mount namespacing" in text and len(calls) == 3
     t = [0.0]
@@ -156,7 +156,7 @@ def test_the_journal_is_read_again_until_systemds_line_is_there(monkeypatch):
     def clock():
         t[0] += 1.0
         return t[0]
-    monkeypatch.setattr(SP.subprocess, "run", lambda argv, **kw: Done(""))
+    monkeypatch.setattr(load_module_util("server.systemd").subprocess, "run", lambda argv, **kw: Done(""))
     assert SP.unit_journal("sglang-q.service", want=SP.NAMESPACING, wait=3.0, sleep=lambda s: None, clock=clock) == ""
 
 

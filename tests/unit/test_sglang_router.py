@@ -4,7 +4,7 @@ import pytest
 
 from unit_helpers import load_module_util
 
-R = load_module_util("sglang_router")
+R = load_module_util("server.router")
 
 
 def test_router_argv_has_no_key_and_takes_extra_flags_in_snake_case():

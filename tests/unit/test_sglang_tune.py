@@ -8,8 +8,8 @@ import pytest
 
 from unit_helpers import FIXTURES, load_module_util
 
-ST = load_module_util("sglang_tune")
-SM = ST._sm
+ST = load_module_util("plan.tune")
+SM = load_module_util("plan")
 A6000 = {"name": "NVIDIA RTX A6000", "memory_total_mib": 49140}
 H200 = {"name": "NVIDIA H200", "memory_total_mib": 143771}
 L40S = {"name": "NVIDIA L40S", "memory_total_mib": 46068}

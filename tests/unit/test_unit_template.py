@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from unit_helpers import CONTROLLER, ROOT, load_module_util, load_plugin
+from unit_helpers import CONTROLLER, ROOT, load_plugin
 
 TEMPLATE = os.path.join(ROOT, "roles", "sglang_server", "templates", "sglang.service.j2")
 BASE = {
@@ -41,7 +41,6 @@ def _compile():
     # the controller's jinja2 (a CONTROLLER test: the targets' Pythons have none)
     import jinja2  # pylint: disable=import-outside-toplevel
     plugin = load_plugin("filter", "sglang", "gpuserve_filters_unit")
-    plugin._mu = load_module_util   # the module_utils by path, not through a collection tree
     filters = plugin.FilterModule().filters()
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters.update(("gpuserve.sglang." + k, v) for k, v in filters.items())

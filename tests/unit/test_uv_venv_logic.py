@@ -10,7 +10,7 @@ import yaml
 
 from unit_helpers import ROOT, load_module_util
 
-uv = load_module_util("uv_venv")
+uv = load_module_util("venv.uv")
 LOCK = os.path.join(ROOT, "roles", "sglang_venv", "files", "locks", "sglang-0.5.9.lock")
 
 

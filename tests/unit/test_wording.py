@@ -9,7 +9,7 @@ import pytest
 
 from unit_helpers import ROOT, load_module_util
 
-SL = load_module_util("sglang_log")
+SL = load_module_util("logs")
 TABLE = os.path.join(ROOT, "tests", "wording", "table.json")
 with open(TABLE) as _f:
     WORDING = json.load(_f)

@@ -25,10 +25,29 @@ def load_module_util(name):
     return importlib.import_module("%s.%s" % (PACKAGE, name))
 
 
+def collection_by_path():
+    """Make ``ansible_collections.gpuserve.sglang`` this checkout (no collection tree needed), unless a real
+    ``ansible_collections`` is importable: a plugin's own imports of the collection's module_utils then resolve."""
+    if "ansible_collections.gpuserve.sglang" in sys.modules:
+        return
+    try:
+        importlib.import_module("ansible_collections.gpuserve.sglang.plugins.module_utils")
+        return
+    except ImportError:
+        pass
+    for name, path in (("ansible_collections", None), ("ansible_collections.gpuserve", None),
+                       ("ansible_collections.gpuserve.sglang", ROOT),
+                       ("ansible_collections.gpuserve.sglang.plugins", os.path.join(ROOT, "plugins"))):
+        mod = sys.modules.get(name) or types.ModuleType(name)
+        mod.__path__ = [path] if path else []
+        sys.modules[name] = mod
+
+
 def load_plugin(kind, name, as_name):
     """Import plugins/<kind>/<name>.py by file path as a fresh module named ``as_name`` (each caller its own copy, so
-    one test's patches never reach another's)."""
+    one test's patches never reach another's); the collection's module_utils it imports come from this checkout."""
     import importlib.util  # pylint: disable=import-outside-toplevel
+    collection_by_path()
     spec = importlib.util.spec_from_file_location(as_name, os.path.join(ROOT, "plugins", kind, name + ".py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

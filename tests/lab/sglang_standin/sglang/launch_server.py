@@ -543,9 +543,9 @@ def main():
     if lines and lines[0].startswith("# shape:"):
         lines = lines[1:]
     # facts for /server_info, read the way the collection reads them (the stand-in has no other truth)
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "..", "plugins", "module_utils"))
-    import sglang_log  # noqa: E402  (plain stdlib file)
-    state.facts = sglang_log.parse_log("\n".join(lines))["facts"]
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "..", "plugins"))
+    from module_utils import logs  # noqa: E402  (plain stdlib files)
+    state.facts = logs.parse_log("\n".join(lines))["facts"]
     main_process_failure = bool(lines) and not lines[0].startswith("[")
     if lines and not main_process_failure and not any("server_args=ServerArgs(" in line for line in lines):
         m = TS.match(lines[0])

@@ -21,7 +21,7 @@ import re
 import stat
 import subprocess
 
-from .files import read_json, write_json
+from ..host import read_json, write_json
 
 MARKER = ".gpuserve-build.json"
 

@@ -22,9 +22,9 @@ import time
 from http.client import HTTPException
 from urllib.parse import quote
 
-from .files import read_json
-from .hf_files import MANIFEST, HubError, check_relpath, dirs_beneath, is_commit, partial_size, receive, bytes_under
-from .hf_http import HTTPStatusError, http_get
+from ..host import read_json
+from .files import MANIFEST, HubError, check_relpath, dirs_beneath, is_commit, partial_size, receive, bytes_under
+from .transport import HTTPStatusError, http_get
 
 
 def explain_http(status, what, repo_id, revision):

@@ -26,7 +26,7 @@ import time
 from http.client import HTTPConnection, HTTPException, HTTPSConnection
 from urllib.parse import quote, urlsplit
 
-from .sglang_argv import is_loopback, value_problems, word_problem
+from .argv import is_loopback, value_problems, word_problem
 
 POLICIES = ("cache_aware", "round_robin", "power_of_two", "random")
 _URL = re.compile(r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})/?$")

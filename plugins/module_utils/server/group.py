@@ -22,7 +22,7 @@ import socket
 import struct
 import time
 
-from .sglang_argv import is_loopback
+from .argv import is_loopback
 
 __metaclass__ = type
 

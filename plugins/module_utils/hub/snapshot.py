@@ -23,10 +23,10 @@ import stat
 import threading
 import time
 
-from .files import read_json, write_json
-from .hf_files import (MANIFEST, PROGRESS, HubError, Progress, acquire_lock, check_relpath, disk_shortfall,
-                       file_hash_ok, files_to_fetch, is_commit, manifest_matches, selected, unique_listing)
-from .hf_sources import AutoHub, Hub, LibraryHub, LocalSource, RsyncSource
+from ..host import read_json, write_json
+from .files import (MANIFEST, PROGRESS, HubError, Progress, acquire_lock, check_relpath, disk_shortfall, file_hash_ok,
+                    files_to_fetch, is_commit, manifest_matches, selected, unique_listing)
+from .sources import AutoHub, Hub, LibraryHub, LocalSource, RsyncSource
 
 HOST_RE = re.compile(r"^([A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])$")
 

@@ -16,7 +16,7 @@ __metaclass__ = type
 import re
 import time
 
-from .pve_conf import locked_problem, parse_property_string
+from .conf import locked_problem, parse_property_string
 
 # The API connection every module that calls the Proxmox API takes (doc fragment gpuserve.sglang.proxmox, action group
 # gpuserve.sglang.proxmox): each option with the environment variable it falls back to - community.proxmox's names.
@@ -123,13 +123,17 @@ def create_params(vmid, wanted, start=False):
 OPTION_KEYS = ("ostemplate", "hostname", "rootfs", "cores", "memory", "swap", "unprivileged", "features", "onboot")
 
 
-def wanted_options(params):
-    """The module's parameters -> the PVE options asked for (option -> text); unset ones are not managed."""
+def wanted_options(net=None, **options):
+    """The options asked for (``OPTION_KEYS`` by name, ``net`` as {index: value}) -> the PVE options (option ->
+    text); unset ones are not managed."""
+    unknown = sorted(set(options) - set(OPTION_KEYS))
+    if unknown:
+        raise TypeError("wanted_options: not a CT option: %s" % ", ".join(unknown))
     out = {}
     for key in OPTION_KEYS:
-        if params.get(key) is not None:
-            out[key] = pve_value(params[key])
-    for idx, value in (params.get("net") or {}).items():
+        if options.get(key) is not None:
+            out[key] = pve_value(options[key])
+    for idx, value in (net or {}).items():
         out["net%d" % int(idx)] = str(value)
     return out
 

@@ -24,7 +24,7 @@ import os
 import pwd
 import subprocess
 
-from .files import read_json, write_json, write_private
+from ..host import read_json, write_json, write_private
 
 # Run by the venv's interpreter with the launch's arguments (after ``-m sglang.launch_server``). ``--config`` (SGLang's
 # file holding the API key) is left out: the check never reads the key, and the merger only turns its keys into flags.

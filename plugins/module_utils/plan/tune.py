@@ -21,9 +21,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from . import sglang_memory as _sm
-
-PlanError = _sm.PlanError
+from . import memory as _memory
+from .model import Model, PlanError
 GOALS = ("fit", "context", "concurrency", "tokens")
 ALLOW = ("no_speculation", "fp8_kv_cache", "bf16_mamba_state")
 # The declared search grid (the optimality test brute-forces the same grid). Not in it: piecewise CUDA graphs (in
@@ -125,7 +124,7 @@ class _Search(object):
         self.config, self.gpus, self.goal = config, gpus, goal
         self.args, self.allow, self.measured, self.weights_bytes = args, allow, measured, weights_bytes
         self.margin, self.min_context, self.min_requests = margin, min_context, min_requests
-        self.model = _sm.Model(config)
+        self.model = Model(config)
         self.base_ranks = (int(args.get("tp_size") or 1), int(args.get("pp_size") or 1))
         self.seen = {}
         self.keep = keep
@@ -136,7 +135,7 @@ class _Search(object):
         if key not in self.seen:
             ranks = (int(a.get("tp_size") or 1), int(a.get("pp_size") or 1))
             try:
-                p = _sm.plan(self.config, self.gpus, a, measured=_measured(self.measured, ranks, self.base_ranks),
+                p = _memory.plan(self.config, self.gpus, a, measured=_measured(self.measured, ranks, self.base_ranks),
                              weights_bytes=self.weights_bytes, _fixes=False)
             except PlanError:
                 p = None
@@ -308,7 +307,7 @@ def choose(config, gpus, goal, args=None, allow=(), measured=None, weights_bytes
                         "GPUs of one size (pass only those)" % ", ".join(str(x) for x in sizes))
     if not (0 <= float(margin) < 1):
         raise TuneError("margin=%s: a fraction of the headroom need kept spare, 0 <= margin < 1 (e.g. 0.05)" % margin)
-    model = _sm.Model(config)
+    model = Model(config)
     # the context each request must hold: min_context when given, else the operator's own context_length, else the
     # model's whole context (said in the explanation)
     given = args.get("context_length")

@@ -21,7 +21,7 @@ import ipaddress
 import json
 import re
 
-from .files import has_control
+from ..host import has_control
 
 
 SECRET_ARGS = ("api_key", "admin_api_key", "hf_token", "token")

@@ -25,7 +25,7 @@ import time
 
 from http.client import HTTPException
 
-from .files import has_control, write_json
+from ..host import has_control, read_json, write_json
 
 MANIFEST = ".gpuserve-snapshot.json"
 PROGRESS = ".gpuserve-progress.json"
@@ -248,6 +248,11 @@ def files_to_fetch(files, local_sizes):
 def disk_shortfall(needed_bytes, free_bytes, margin_bytes):
     """Bytes missing for the download plus margin (0: it fits)."""
     return max(0, int(needed_bytes) + int(margin_bytes) - int(free_bytes))
+
+
+def read_manifest(model_dir):
+    """The manifest of the snapshot in ``model_dir`` (revision, files, sizes, hashes), or None: its one reader."""
+    return read_json(os.path.join(model_dir, MANIFEST))
 
 
 def manifest_matches(manifest, repo_id, sha, patterns):

@@ -1,0 +1,143 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the hf_snapshot module does, as one class: ``SnapshotManager(params, check_mode, which).ensure()`` returns
+the module's result, or raises ``SnapshotFailed`` with the message and the facts; ``warnings`` holds the texts to
+warn with, and ``secrets`` the values the module must hide (a token read from a file)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import pwd
+import shutil
+
+from ..host import secret_problem
+from .files import MANIFEST, PROGRESS, HubError, is_commit, repo_id_problem, revision_problem
+from .snapshot import NotYet, open_source, read_token, repair_owner, snapshot
+
+ARGUMENT_SPEC = dict(
+    repo_id=dict(type="str", required=True),
+    revision=dict(type="str", default="main"),
+    local_dir=dict(type="path", required=True),
+    endpoint=dict(type="str", default="https://huggingface.co"),
+    source_dir=dict(type="path"),
+    source_host=dict(type="str"),
+    source_host_dir=dict(type="path"),
+    ssh_port=dict(type="int", default=22),
+    bwlimit_kib=dict(type="int", default=0),
+    ssh_key_file=dict(type="path"),
+    ssh_known_hosts_file=dict(type="path"),
+    ssh_host_key_checking=dict(type="str", choices=["yes", "accept-new"], default="yes"),
+    downloader=dict(type="str", choices=["auto", "builtin", "huggingface_hub"], default="builtin"),
+    python=dict(type="path"),
+    hf_transfer=dict(type="bool", default=False),
+    token=dict(type="str", no_log=True),
+    token_file=dict(type="path"),
+    allow_patterns=dict(type="list", elements="str", default=[]),
+    ignore_patterns=dict(type="list", elements="str", default=[]),
+    verify=dict(type="str", choices=["quick", "full"], default="quick"),
+    workers=dict(type="int", default=4),
+    retries=dict(type="int", default=5),
+    retry_backoff=dict(type="float", default=2.0),
+    disk_margin_mib=dict(type="int", default=1024),
+    timeout=dict(type="int", default=60),
+    owner=dict(type="str"),
+)
+MUTUALLY_EXCLUSIVE = [["token", "token_file"], ["source_dir", "source_host"]]
+REQUIRED_IF = [["downloader", "huggingface_hub", ["python"]]]
+
+
+class SnapshotFailed(Exception):
+    def __init__(self, msg, result):
+        super(SnapshotFailed, self).__init__(msg)
+        self.msg = msg
+        self.result = result
+
+
+class SnapshotManager(object):
+    """One model directory at the wanted revision, verified (see hub.snapshot for how)."""
+
+    def __init__(self, params, check_mode=False, which=shutil.which):
+        self.p = params
+        self.check_mode = check_mode
+        self.which = which
+        self.warnings = []
+        self.secrets = []
+
+    def fail(self, e, **facts):
+        raise SnapshotFailed(str(e), dict(facts, changed=False))
+
+    def ensure(self):
+        p = self.p
+        problem = repo_id_problem(p["repo_id"]) or revision_problem(p["revision"])
+        if problem:
+            raise SnapshotFailed(problem + "; nothing was changed", dict(changed=False))
+        try:
+            self.user, hub = self.open()
+        except NotYet as e:
+            # the play that would write what the source needs has not (check mode): say what would happen
+            return dict(changed=True, up_to_date=False, path=p["local_dir"], fetched=[], repaired=[],
+                        bytes_transferred=0, network=False, msg=str(e))
+        except HubError as e:
+            self.fail(e, error_kind=e.kind, path=p["local_dir"])
+        try:
+            r = snapshot(hub, p["repo_id"], p["revision"], p["local_dir"], p["allow_patterns"], p["ignore_patterns"],
+                         p["verify"], p["workers"], p["disk_margin_mib"] * 1024 * 1024, self.check_mode,
+                         retries=p["retries"], retry_backoff=p["retry_backoff"])
+        except HubError as e:
+            self.fail(e, error_kind=e.kind, status=e.status, path=p["local_dir"])
+        return self.result_of(r)
+
+    def open(self):
+        """The account that owns the model (or None) and the source to fetch from; HubError names a bad input."""
+        p = self.p
+        token = read_token(p["token"], p["token_file"])
+        if token and p["token_file"]:
+            self.secrets.append(token)
+        short = secret_problem("the token in token_file=%s" % p["token_file"] if p["token_file"] else "token", token)
+        if short:
+            raise HubError("input", short)
+        user = None
+        if p["owner"]:
+            try:
+                user = pwd.getpwnam(p["owner"])
+            except KeyError:
+                raise HubError("input", "owner=%s: no such user on the target; create the service account first"
+                               % p["owner"])
+        hub, warnings = open_source(p, token, self.check_mode, self.which, account=user)
+        self.warnings.extend(warnings)
+        return user, hub
+
+    def result_of(self, r):
+        p, local_dir = self.p, self.p["local_dir"]
+        result = dict(changed=r["changed"], path=local_dir, revision=r["revision"], file_count=len(r["files"]),
+                      bytes=sum(f["size"] for f in r["files"]), fetched=r["fetched"], repaired=r["repaired"],
+                      bytes_transferred=r["bytes_transferred"], network=r["network"], retries=r.get("retries", []))
+        if r.get("staged"):
+            result.update(staged=True, switched_from=r["switched_from"], previous_path=r["previous_path"])
+        if r.get("downloader"):
+            result["downloader"] = r["downloader"]
+        if self.user is not None and os.path.isdir(local_dir):
+            # check mode says so too (a role's quick look in check mode must see an owner to repair)
+            if repair_owner(local_dir, self.user.pw_uid, self.user.pw_gid, self.check_mode):
+                result["changed"] = True
+        cfg = os.path.join(local_dir, "config.json")
+        if os.path.isfile(cfg) and not (self.check_mode and "config.json" in r["fetched"]):
+            try:
+                with open(cfg) as f:
+                    result["config"] = json.load(f)
+            except ValueError:
+                self.warnings.append("%s is not valid JSON" % cfg)
+        if not is_commit(p["revision"]) and p["source_dir"] is None and p["source_host"] is None:
+            self.warnings.append(
+                "revision=%s is not a commit: it is resolved at every run (now %s), and a new commit on the Hub "
+                "changes the model under the server; pin the commit sha (hf_model_revision: %s) for reproducible "
+                "deployments" % (p["revision"], r["revision"], r["revision"]))
+        result["manifest"] = os.path.join(local_dir, MANIFEST)
+        result["progress_file"] = os.path.join(local_dir, PROGRESS)
+        result["up_to_date"] = not result["changed"]
+        return result

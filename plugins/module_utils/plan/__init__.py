@@ -1,0 +1,29 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The memory planner of SGLang 0.5.9: the model and args it reads (``model``), SGLang's sizing rules (``sizes``),
+the plan (``memory``), its chart and replay (``chart``) and the search for args that fit a goal (``tune``).
+
+The package's public surface: import from here (``from ..plan import X``), not from its files."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from .model import (CONTEXT_LENGTH_KEYS, GIB, HYBRID_SWA_ARCHS, KNOWN_ARCHITECTURES, MULTIMODAL_ARCHS,
+                    MULTIMODAL_OFF_BY_DEFAULT, Model, PlanError, ServerArgs, bucket_defaults, gpus_from_profile)
+from .sizes import (auto_mem_fraction_static, cell_size, checkpoint_bytes, kv_layers, mamba_per_request,
+                    piecewise_capture_sizes, pp_layer_range)
+from .chart import explain, replay_mismatch
+from .memory import plan
+from .tune import GOALS, GRID, TuneError, choose
+from .request import PLAN_ARGUMENT_SPEC, PlanRefused, plan_request
+
+__all__ = (
+    "CONTEXT_LENGTH_KEYS", "GIB", "GOALS", "GRID", "HYBRID_SWA_ARCHS", "KNOWN_ARCHITECTURES", "MULTIMODAL_ARCHS",
+    "MULTIMODAL_OFF_BY_DEFAULT", "Model", "PLAN_ARGUMENT_SPEC", "PlanError", "PlanRefused", "ServerArgs", "TuneError",
+    "auto_mem_fraction_static", "bucket_defaults", "cell_size", "checkpoint_bytes", "choose", "explain",
+    "gpus_from_profile", "kv_layers", "mamba_per_request", "piecewise_capture_sizes", "plan", "plan_request",
+    "pp_layer_range", "replay_mismatch",
+)

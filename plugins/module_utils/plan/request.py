@@ -1,0 +1,134 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the sglang_memory_plan module does: ``plan_request(**options)`` returns (result, warnings) - the plan, or
+the args chosen for a goal and their plan - or raises ``PlanRefused`` with the message and the plan's facts (a
+launch the plan says would fail, a model that cannot be read, args the planner refuses)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+from .chart import replay_mismatch
+from .memory import plan
+from .model import PlanError, gpus_from_profile
+from .sizes import checkpoint_bytes
+from .tune import TuneError, choose
+
+PLAN_ARGUMENT_SPEC = dict(
+    model_path=dict(type="path"),
+    model_config=dict(type="dict"),
+    require=dict(type="dict", default={}),
+    gpus=dict(type="list", elements="dict"),
+    gpu_profile=dict(type="str"),
+    gpu_count=dict(type="int", default=1),
+    args=dict(type="dict", default={}),
+    measured=dict(type="dict"),
+    weights_bytes=dict(type="int"),
+    fail_on=dict(type="list", elements="str", default=["kv_pool_oom"],
+                 choices=["kv_pool_oom", "headroom_oom", "context_truncated"]),
+    goal=dict(type="str", choices=["fit", "context", "concurrency", "tokens"]),
+    allow=dict(type="list", elements="str", default=[], choices=["no_speculation", "fp8_kv_cache", "bf16_mamba_state"]),
+    margin=dict(type="float", default=0.05),
+    min_context=dict(type="int"),
+    min_requests=dict(type="int", default=1),
+    keep=dict(type="list", elements="str"),
+    launch_failure=dict(type="str"),
+)
+
+
+class PlanRefused(Exception):
+    def __init__(self, msg, result=None):
+        super(PlanRefused, self).__init__(msg)
+        self.msg = msg
+        self.result = result or {}
+
+
+def table(rows):
+    """The ranked candidates as a fixed-width table a person reads at a glance."""
+    out = ["%-4s %-62s %9s %6s %8s %7s %s" % ("rank", "changes", "tokens", "reqs", "context", "spare", "outcome")]
+    for i, r in enumerate(rows, 1):
+        delta = ", ".join("%s=%s" % (k, v) for k, v in sorted(r["changes"].items())) or "as given"
+        out.append("%-4d %-62s %9d %6d %8d %6.2fG %s" % (
+            i, delta[:62], r["max_total_num_tokens"], r["max_running_requests"], r["context_length"],
+            r["headroom_left_gb"], r["outcome"]))
+    return out
+
+
+def model_of(model_path, model_config, weights_bytes):
+    """(config.json's content, the checkpoint's weight bytes or None) of the model to plan."""
+    if not model_path:
+        return model_config, weights_bytes
+    cfg_path = os.path.join(model_path, "config.json")
+    try:
+        with open(cfg_path) as fh:
+            config = json.load(fh)
+    except (IOError, OSError) as exc:
+        raise PlanRefused("model_path: cannot read %s: %s" % (cfg_path, exc))
+    except ValueError as exc:
+        raise PlanRefused("model_path: %s is not valid JSON: %s" % (cfg_path, exc))
+    if weights_bytes is None:
+        cb = checkpoint_bytes(model_path)
+        weights_bytes = cb if cb["files"] else None
+    return config, weights_bytes
+
+
+def checkpoint_note(result, config, gpus, args, measured):
+    """A warning when the checkpoint's weights are far smaller than the config's parameters (not that model)."""
+    if result.get("sources", {}).get("weights_gb") != "checkpoint":
+        return None
+    by_config = plan(config, gpus, args, measured=measured)
+    have, want = result["per_gpu"][0]["weights_gb"], by_config["per_gpu"][0]["weights_gb"]
+    if not (want > 0 and have < 0.5 * want):
+        return None
+    note = ("the checkpoint's weights (%.2f GiB per GPU) are far smaller than this config's parameters (%.2f GiB per "
+            "GPU): this is not the model config.json describes (a stand-in, a partial download, or a quantization the "
+            "config does not declare); the plan uses the checkpoint" % (have, want))
+    result["notes"] = list(result.get("notes") or []) + [note]
+    result["explain"] = list(result.get("explain") or []) + ["note: " + note]
+    result["checkpoint_contradicts_config"] = True
+    return note
+
+
+def plan_request(model_path=None, model_config=None, require=None, gpus=None, gpu_profile=None, gpu_count=1,
+                 args=None, measured=None, weights_bytes=None, fail_on=("kv_pool_oom",), goal=None, allow=(),
+                 margin=0.05, min_context=None, min_requests=1, keep=None, launch_failure=None):
+    require, args = require or {}, args or {}
+    missing = sorted(path for path in require if not os.path.exists(path))
+    if missing:
+        raise PlanRefused("missing: %s; nothing was planned" % "; ".join(
+            "%s (%s)" % (path, require[path]) for path in missing), {"missing": missing})
+    warnings = []
+    try:
+        config, weights = model_of(model_path, model_config, weights_bytes)
+        gpus = gpus if gpus else gpus_from_profile(gpu_profile, gpu_count)
+        if goal:
+            try:
+                chosen = choose(config, gpus, goal, args, allow, measured, weights, margin, min_context, min_requests,
+                                keep)
+            except TuneError as exc:
+                raise PlanRefused(str(exc))
+            result = plan(config, gpus, chosen["args"], measured=measured, weights_bytes=weights)
+            result.update(chosen_args=chosen["args"], changes=chosen["changes"], candidates=chosen["candidates"],
+                          goal=goal, explain=chosen["explain"] + table(chosen["candidates"]) + result["explain"])
+            return result, warnings
+        result = plan(config, gpus, args, measured=measured, weights_bytes=weights)
+        note = checkpoint_note(result, config, gpus, args, measured)
+        if note:
+            warnings.append(note)
+        mismatch = replay_mismatch(result, launch_failure, measured)
+        if mismatch:
+            result["replay_mismatch"] = mismatch
+            result["explain"] = [mismatch] + list(result.get("explain") or [])
+    except PlanError as exc:
+        raise PlanRefused(str(exc))
+    if result["outcome"] in fail_on:
+        tokens = result.get("max_total_num_tokens")
+        lines = ["SGLang would not start as configured (%s)%s." % (
+            result["outcome"], "; predicted %d KV tokens" % tokens if tokens and tokens > 0 else "")]
+        raise PlanRefused("\n".join(lines + result["explain"]), result)
+    return result, warnings

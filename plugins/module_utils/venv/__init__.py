@@ -1,0 +1,25 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The uv venv builds: the lock, build ids and decisions, the marker, the import check (``uv``).
+
+The package's public surface: import from here (``from ..venv import X``), not from its files."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from .uv import (BuildProgress, IMPORTS_CACHE, MARKER, SealError, VERIFY_CODE, build_id, decide, flash_attn_mismatches,
+                 gpu_view, imports_fingerprint, install_steps, max_build_jobs, parse_flash_attn_wheel, parse_lock,
+                 parse_verify, prune, read_imports_cache, read_marker, run_streaming, seal, source_args, tool_problem,
+                 write_imports_cache, write_marker)
+from .builder import ARGUMENT_SPEC, MIN_PYTHON, VenvFailed, VenvManager
+
+__all__ = (
+    "ARGUMENT_SPEC", "BuildProgress", "IMPORTS_CACHE", "MARKER", "MIN_PYTHON", "SealError", "VERIFY_CODE",
+    "VenvFailed", "VenvManager", "build_id", "decide", "flash_attn_mismatches", "gpu_view", "imports_fingerprint",
+    "install_steps", "max_build_jobs", "parse_flash_attn_wheel", "parse_lock", "parse_verify", "prune",
+    "read_imports_cache", "read_marker", "run_streaming", "seal", "source_args", "tool_problem", "write_imports_cache",
+    "write_marker",
+)

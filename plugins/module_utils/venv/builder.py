@@ -1,0 +1,431 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the uv_venv module does, as one class: ``VenvManager(params, check_mode, diff).ensure()`` returns the
+module's result, or raises ``VenvFailed`` with the message and the result so far; ``warnings`` holds the texts to
+warn with, either way.
+
+Preflight first (nothing on disk changes before every input was checked); then the decision (none, build, repair,
+switch, seal); a build happens beside the venv in service, as the owner, is sealed (root's, read-only) and switched
+in by one symlink rename; older builds are pruned. With verify_imports the venv's interpreter imports them in the
+same call (cached while nothing they depend on changed).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import collections
+import hashlib
+import os
+import pwd
+import shutil
+import subprocess
+import time
+
+from ..host import write_json
+from .uv import (VERIFY_CODE, BuildProgress, SealError, build_id, decide, gpu_view, imports_fingerprint, install_steps,
+                 parse_lock, parse_verify, prune, read_imports_cache, read_marker, run_streaming, seal, tool_problem,
+                 write_imports_cache, write_marker)
+
+MIN_PYTHON = (3, 10)   # sglang 0.5.9's Requires-Python
+_VERSION_CODE = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
+
+ARGUMENT_SPEC = dict(
+    path=dict(type="path", required=True),
+    store=dict(type="path"),
+    uv=dict(type="path", required=True),
+    python=dict(type="str", default="/usr/bin/python3"),
+    python_downloads=dict(type="bool", default=False),
+    lock=dict(type="path", required=True),
+    packages=dict(type="list", elements="str", default=[]),
+    packages_no_deps=dict(type="list", elements="str", default=[]),
+    extra=dict(type="list", elements="str", default=[]),
+    extra_requirements=dict(type="path"),
+    no_build_isolation=dict(type="list", elements="str", default=[]),
+    index_url=dict(type="str"),
+    extra_index_urls=dict(type="list", elements="str", default=[]),
+    find_links=dict(type="list", elements="str", default=[]),
+    no_index=dict(type="bool", default=False),
+    offline=dict(type="bool", default=False),
+    environment=dict(type="dict", default={}, no_log=True),
+    public_environment=dict(type="dict", default={}),
+    owner=dict(type="str"),
+    keep=dict(type="int", default=1),
+    no_binary=dict(type="list", elements="str", default=[]),
+    progress_file=dict(type="path"),
+    verify_imports=dict(type="list", elements="str", default=[]),
+    verify_cached=dict(type="bool", default=False),
+    uv_version=dict(type="str"),
+)
+
+
+class VenvFailed(Exception):
+    def __init__(self, msg, result):
+        super(VenvFailed, self).__init__(msg)
+        self.msg = msg
+        self.result = result
+
+
+class _Done(Exception):
+    """The result is complete before the end of ensure() (nothing to build, or uv must be installed first)."""
+
+    def __init__(self, result):
+        super(_Done, self).__init__("done")
+        self.result = result
+
+
+def run_command(argv, env_update, cwd="/"):
+    """(rc, stdout, stderr) of ``argv`` with ``env_update`` over this process's environment; rc 127 when the
+    executable does not exist."""
+    env = dict(os.environ)
+    env.update(env_update or {})
+    try:
+        done = subprocess.run(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, check=False)
+    except OSError as e:
+        return 127, "", str(e)
+    return (done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
+
+
+def runuser_path():
+    for d in ("/usr/sbin", "/sbin", "/usr/bin", "/bin"):
+        path = os.path.join(d, "runuser")
+        if os.access(path, os.X_OK):
+            return path
+    return shutil.which("runuser") or "runuser"
+
+
+class Runner(object):
+    """Runs the build's commands as the owner, with the build's environment; ``last_out`` is the last output."""
+
+    def __init__(self, p):
+        self.p = p
+        self.env = dict((k, str(v)) for k, v in (p["public_environment"] or {}).items())
+        self.env.update((k, str(v)) for k, v in (p["environment"] or {}).items())
+        self.env["UV_PYTHON_DOWNLOADS"] = "automatic" if p["python_downloads"] else "never"
+        self.env["UV_NO_PROGRESS"] = "1"
+        self.user = None
+        self.elapsed = 0.0
+        self.last_out = ""
+        if p["owner"]:
+            try:
+                self.user = pwd.getpwnam(p["owner"])
+            except KeyError:
+                raise VenvFailed("owner=%s: no such user on the target; create the service account first"
+                                 % p["owner"], {})
+            self.env["HOME"] = self.user.pw_dir
+            self.env["USER"] = self.user.pw_name
+
+    def run(self, argv, what, progress=None):
+        if self.user is not None and os.geteuid() == 0 and self.user.pw_uid != 0:
+            # by its path: the build's PATH (public_environment, e.g. CUDA's bin first) need not hold /usr/sbin
+            argv = [runuser_path(), "-u", self.user.pw_name, "--"] + argv
+        if progress is not None:
+            return self.run_reporting(argv, what, progress)
+        rc, out, err = run_command(argv, self.env)
+        if rc != 0:
+            return "%s failed (rc=%d): %s" % (what, rc, (err or out).strip()[-3000:])
+        self.last_out = out
+        return None
+
+    def run_reporting(self, argv, what, progress):
+        """Run one install step verbosely (uv -v streams a build backend's output), feeding each line to
+        ``progress`` and writing its message to the progress file when it changes (at least every 10 s)."""
+        env = dict(os.environ)
+        env.update(self.env)
+        env.update(LANG="C.UTF-8", LC_ALL="C.UTF-8")
+        t0 = time.time()
+        progress.start(what)
+        self.write_progress(progress.doc(self.elapsed))
+        state = {"written": time.time()}
+        tail = collections.deque(maxlen=400)
+
+        def on_line(line):
+            tail.append(line)
+            now = time.time()
+            if progress.feed(line) or now - state["written"] >= 10.0:
+                self.write_progress(progress.doc(now - t0 + self.elapsed))
+                state["written"] = now
+        rc = run_streaming(argv, env, on_line)
+        self.elapsed += time.time() - t0
+        self.last_out = "".join(tail)
+        if rc != 0:
+            said = "".join(line for line in tail if not line.startswith("DEBUG ")) or self.last_out
+            return "%s failed (rc=%d): %s" % (what, rc, said.strip()[-3000:])
+        return None
+
+    def write_progress(self, doc):
+        try:
+            write_json(self.p["progress_file"], doc)
+        except (IOError, OSError):
+            pass            # progress is for the eyes only: a build never fails on it
+
+    def clear_progress(self):
+        if self.p["progress_file"]:
+            try:
+                os.unlink(self.p["progress_file"])
+            except OSError:
+                pass
+
+
+class VenvManager(object):
+    """One venv's wanted build, made so (see the module docstring)."""
+
+    def __init__(self, params, check_mode=False, diff=False):
+        self.p = params
+        self.check_mode = check_mode
+        self.diff = diff
+        self.warnings = []
+        self.path = params["path"].rstrip("/")
+        self.store = (params["store"] or self.path + ".builds").rstrip("/")
+        self.result = {}
+
+    def fail(self, msg, result=None):
+        raise VenvFailed(msg, self.result if result is None else result)
+
+    def ensure(self):
+        try:
+            self.b = Runner(self.p)
+            self.preflight()
+            self.decide()
+            if self.check_mode or self.action == "none":
+                return self.finish()
+            self.make()
+            if self.action == "seal" and self.active_id == self.wanted:
+                return self.finish()
+            self.switch()
+            return self.finish()
+        except _Done as done:
+            return done.result
+
+    # -- preflight: nothing on disk changes before every input has been checked -------------------------------------
+    def preflight(self):
+        p = self.p
+        # With uv_version, uv is looked at only when it is about to run (ensure_uv): a re-run that changes nothing
+        # does not need it.
+        if not p["uv_version"]:
+            self.ensure_uv({})
+        try:
+            with open(p["lock"], "rb") as f:
+                self.lock_bytes = f.read()
+        except (IOError, OSError) as e:
+            self.fail("lock=%s cannot be read (%s); copy the lock file to the target first" % (p["lock"], e))
+        self.pins = parse_lock(self.lock_bytes.decode("utf-8", "replace"))
+        if not self.pins:
+            self.fail("lock=%s pins no package (expected `uv pip compile` output: name==version lines)" % p["lock"])
+        if os.path.lexists(self.path) and not os.path.islink(self.path):
+            self.fail("path=%s exists and is not a symlink managed by this module (a venv built by hand?); "
+                      "move it away or choose another path" % self.path)
+        self.interpreter, self.py_version = self.python_version()
+
+    def python_version(self):
+        p = self.p
+        if os.path.isabs(p["python"]):
+            # an interpreter given by path is asked its version first: a Python 2 (or a 3 older than SGLang supports)
+            # is named as such instead of as uv's failure to query it
+            rc, out, err = run_command([p["python"], "-c", _VERSION_CODE], {})
+            if rc != 0 or not out.strip():
+                self.fail("python=%s does not run (%s); point python at a Python 3.10+ interpreter (apt install "
+                          "python3)" % (p["python"], (err or out).strip()[-300:] or "rc %d" % rc))
+            found = tuple(int(x) for x in out.strip().split(".")[:2] if x.isdigit())
+            if found < MIN_PYTHON:
+                self.fail("python=%s is Python %s: SGLang needs Python %d.%d or newer; point python at a newer "
+                          "interpreter (apt install python3) - nothing was built" % (
+                              p["python"], out.strip(), MIN_PYTHON[0], MIN_PYTHON[1]))
+            # the version just printed is the build id's; uv is asked to find this interpreter only before a build
+            # (a re-run that changes nothing starts no uv)
+            return None, out.strip()
+        self.ensure_uv({"decision": "uv"})
+        interpreter = self.find_interpreter()
+        rc, out, err = run_command([interpreter, "-c", _VERSION_CODE], {})
+        if rc != 0:
+            self.fail("python=%s (%s) does not run: %s" % (p["python"], interpreter, err.strip()))
+        return interpreter, out.strip()
+
+    def ensure_uv(self, result):
+        """uv is about to run. Without uv_version it must be an executable; with uv_version it must also say that
+        version (asked as the owner, as every uv call here) - else nothing is done: the result is unchanged with
+        uv_ok=false and what was found, for the caller to install the pinned uv and call again."""
+        p = self.p
+        usable = os.path.isfile(p["uv"]) and os.access(p["uv"], os.X_OK)
+        problem = tool_problem(p["uv"]) if usable else None
+        if not p["uv_version"]:
+            if not usable:
+                self.fail("uv=%s is not an executable file; install uv first (role sglang_venv does)" % p["uv"], {})
+            if problem:
+                self.fail("uv=%s: %s; nothing was built" % (p["uv"], problem), {})
+            return
+        if problem:
+            # an install of an earlier release made uv the service account's: installed again, root's
+            raise _Done(self.without_diff(result, uv_ok=False, uv_found=None, uv_problem=problem))
+        found = None
+        if usable and self.b.run([p["uv"], "--version"], "uv --version") is None:
+            words = self.b.last_out.split()
+            found = words[1] if len(words) > 1 and words[0] == "uv" else self.b.last_out.strip()
+        if found != p["uv_version"]:
+            raise _Done(self.without_diff(result, uv_ok=False, uv_found=found))
+        result["uv_ok"] = True
+
+    @staticmethod
+    def without_diff(result, **extra):
+        result = dict(result, changed=False, **extra)
+        result.pop("diff", None)
+        return result
+
+    def find_interpreter(self):
+        """The interpreter uv finds for O(python) (a version such as 3.11, or a path), or fail naming it. The
+        caller has made sure of uv first (ensure_uv)."""
+        p = self.p
+        err = self.b.run([p["uv"], "python", "find", "--no-project", p["python"]], "finding Python %s" % p["python"])
+        if err:
+            self.fail("python=%s: no such interpreter on the target (%s). Install it (apt install python3.X) "
+                      "or point python at one that exists%s" % (
+                          p["python"], err.splitlines()[-1] if err else "",
+                          "" if p["python_downloads"] else ", or allow python_downloads"), {})
+        return self.b.last_out.strip().splitlines()[-1]
+
+    # -- the decision --------------------------------------------------------------------------------------------
+    def sources(self):
+        p = self.p
+        sources = dict(index_url=p["index_url"] or "", extra_index_urls=p["extra_index_urls"],
+                       find_links=p["find_links"], no_index=p["no_index"])
+        if p["no_binary"]:
+            sources["no_binary"] = sorted(p["no_binary"])      # a source build is another venv than a wheel's
+        if p["extra_requirements"]:
+            try:
+                with open(p["extra_requirements"], "rb") as f:
+                    sources["extra_requirements"] = hashlib.sha256(f.read()).hexdigest()
+            except (IOError, OSError) as e:
+                self.fail("extra_requirements=%s cannot be read (%s); copy it to the target first"
+                          % (p["extra_requirements"], e))
+        return sources
+
+    def decide(self):
+        p, path, store = self.p, self.path, self.store
+        self.lock_sha = hashlib.sha256(self.lock_bytes).hexdigest()
+        self.wanted = build_id(self.lock_sha, self.py_version, p["packages"], p["packages_no_deps"], p["extra"],
+                               self.sources())
+        self.build_dir = os.path.join(store, self.wanted)
+        self.active_target = os.path.realpath(path) if os.path.islink(path) else ""
+        self.active_id = (os.path.basename(self.active_target)
+                          if os.path.dirname(self.active_target) == os.path.realpath(store) else "")
+        self.marker = read_marker(self.build_dir)
+        action = decide(self.active_id, self.wanted, self.marker is not None and self.marker.get("build") == self.wanted,
+                        os.path.isdir(self.build_dir))
+        if action == "none" and not self.sealed():
+            action = "seal"       # a build from before builds were sealed (service-owned): made root's, not rebuilt
+        self.action = action
+        self.result = dict(changed=action != "none", decision=action, build=self.wanted, build_path=self.build_dir,
+                           previous=self.active_id, python=os.path.join(path, "bin", "python"),
+                           python_version=self.py_version, lock_sha256=self.lock_sha, pins=len(self.pins), removed=[])
+        if self.diff and action != "none":
+            self.result["diff"] = dict(before="%s -> %s\n" % (path, self.active_target or "(none)"),
+                                       after="%s -> %s\n" % (path, self.build_dir))
+
+    def sealed(self):
+        return bool((self.marker or {}).get("sealed") and os.lstat(self.build_dir).st_uid == 0)
+
+    # -- the change ----------------------------------------------------------------------------------------------
+    def make(self):
+        p, build_dir = self.p, self.build_dir
+        if self.action not in ("build", "repair"):
+            if not self.sealed():
+                self.seal()   # switching back to (or keeping) a build made before sealing
+                write_marker(build_dir, dict(self.marker, sealed=True))
+            return
+        self.ensure_uv(self.result)
+        if os.path.lexists(build_dir):
+            shutil.rmtree(build_dir)
+        if not os.path.isdir(self.store):
+            os.makedirs(self.store, 0o755)
+        # the store is root's: the service account builds only inside its own build directory, which is sealed
+        # (root-owned, read-only) before it is switched in, so root never runs what the service could change
+        os.chown(self.store, 0, 0)
+        os.chmod(self.store, 0o755)
+        os.mkdir(build_dir, 0o755)
+        if self.b.user is not None:
+            os.chown(build_dir, self.b.user.pw_uid, self.b.user.pw_gid)
+        try:
+            failure = self.build(self.interpreter or self.find_interpreter())
+        finally:
+            self.b.clear_progress()
+        if failure:
+            shutil.rmtree(build_dir, ignore_errors=True)
+            self.result.update(changed=False, build=self.active_id, build_path=self.active_target)
+            self.fail("%s; the venv in service (%s) is untouched" % (failure, self.active_target or "none"))
+        self.seal()
+        write_marker(build_dir, dict(build=self.wanted, lock_sha256=self.lock_sha, python=self.py_version,
+                                     packages=p["packages"], packages_no_deps=p["packages_no_deps"], extra=p["extra"],
+                                     created=time.time(), sealed=True))
+
+    def build(self, interpreter):
+        p = self.p
+        err = self.b.run([p["uv"], "venv", "--no-project", "--allow-existing", "--python", interpreter,
+                          self.build_dir], "uv venv")
+        if err:
+            return err
+        steps = install_steps(p, self.build_dir, verbose=bool(p["progress_file"]))
+        progress = BuildProgress(len(steps)) if p["progress_file"] else None
+        for argv, what in steps:
+            err = self.b.run(argv, what, progress)
+            if err:
+                return err
+        return None
+
+    def seal(self):
+        """Seal the build (root's, read-only, no set-id bit); name every file whose set-id or sticky bit was
+        cleared."""
+        try:
+            cleared = seal(self.build_dir)
+        except SealError as e:
+            self.fail("%s; the venv in service is untouched" % e)
+        self.result["setid_cleared"] = cleared
+        if cleared:
+            self.warnings.append("the build held set-id or sticky bits, cleared when it was sealed (a package does "
+                                 "not need them; something in the build made them): %s" % ", ".join(cleared[:10]))
+
+    def switch(self):
+        """Atomic: a new symlink beside the old one, renamed over it; then the builds beyond ``keep`` go."""
+        tmp_link = "%s.new-%d" % (self.path, os.getpid())
+        parent = os.path.dirname(self.path)
+        if not os.path.isdir(parent):
+            os.makedirs(parent, 0o755)
+        os.symlink(self.build_dir, tmp_link)
+        os.rename(tmp_link, self.path)
+        builds = []
+        for name in os.listdir(self.store):
+            m = read_marker(os.path.join(self.store, name))
+            if m is not None and m.get("build") == name:
+                builds.append((name, m.get("created", 0)))
+        for old in prune(builds, self.wanted, self.p["keep"]):
+            shutil.rmtree(os.path.join(self.store, old), ignore_errors=True)
+            self.result["removed"].append(old)
+
+    def finish(self):
+        """The result; with verify_imports, the venv's interpreter first imports them (as the owner) and the answer
+        is returned as ``imports`` - in the same call, so a no-op re-run needs no second round trip. In check mode a
+        venv that would change is not asked (it is not there yet). With verify_cached, the last answer is reused
+        while the venv's packages, its interpreter and the GPUs the container sees are unchanged (IMPORTS_CACHE);
+        only a real run records an answer, and only one without import errors."""
+        result, names = self.result, self.p["verify_imports"]
+        if not names or (self.check_mode and result["changed"]):
+            return result
+        build_dir = os.path.realpath(self.path)
+        fingerprint = imports_fingerprint(build_dir, names, gpu_view()) if self.p["verify_cached"] else None
+        cached = read_imports_cache(build_dir, fingerprint) if fingerprint else None
+        if cached is not None:
+            result["imports"] = dict(cached["imports"], cached=True, verified_at=cached["verified_at"])
+            return result
+        python = os.path.join(self.path, "bin", "python")
+        err = self.b.run([python, "-c", VERIFY_CODE] + names, "importing %s with %s" % (", ".join(names), python))
+        imports = None if err else parse_verify(self.b.last_out)
+        if imports is None:
+            self.fail("%s: %s" % (python, err or "printed no JSON: %s" % self.b.last_out.strip()[-1000:]))
+        now = int(time.time())
+        if (fingerprint and not self.check_mode and not imports.get("errors")
+                and os.geteuid() == os.lstat(build_dir).st_uid):
+            write_imports_cache(build_dir, fingerprint, imports, now)
+        result["imports"] = dict(imports, cached=False, verified_at=now)
+        return result
