@@ -501,28 +501,46 @@ OWN_OPTIONS = {
 }
 
 
-def register_options():
-    """Give Ansible's config manager this plugin's options before its plugin loader parses DOCUMENTATION for them.
+# The ansible-core minor releases whose config manager this hook was tested on (CI installs requirements-dev.txt's);
+# on any other release the hook stays out of the way and the loader parses DOCUMENTATION, as for any plugin.
+TESTED_CORE = ((2, 19),)
+_CONFIG_METHODS = ("has_configuration_definition", "get_configuration_definitions",
+                   "initialize_plugin_configuration_definitions")
+
+
+def core_version():
+    """(major, minor) of the running ansible-core."""
+    from ansible.release import __version__ as version
+    return tuple(int(x) for x in version.split(".")[:2])
+
+
+def register_options(config=None, version=None):
+    """Give Ansible's config manager this plugin's options before its plugin loader parses DOCUMENTATION for them;
+    True when it did.
 
     Ansible runs every task in a forked worker that loads the task's connection plugin again; for a collection's
     plugin it parses the plugin's DOCUMENTATION (about 18 kB here, ssh's options copied) to learn its options - 20
     to 45 ms in every container task, about half of the worker's time in a task that runs no module (measured on the
-    lab). ansible-playbook
-    has already parsed ansible.builtin.ssh's own documentation in the parent process (it preloads its built-in
-    connection plugins), so the same options are taken from there and this plugin's two added, in microseconds; the
-    loader then finds the definitions present and skips the parse. When ssh's are not loaded (another entry point),
-    nothing is registered and the loader parses DOCUMENTATION as before."""
-    if not C.config.has_configuration_definition("connection", "ssh"):
-        return
+    lab). ansible-playbook has already parsed ansible.builtin.ssh's own documentation in the parent process (it
+    preloads its built-in connection plugins), so the same options are taken from there and this plugin's two added,
+    in microseconds; the loader then finds the definitions present and skips the parse. The config manager's methods
+    are not a public API: this runs only on an ansible-core release it was tested on (TESTED_CORE) whose manager has
+    them, and only when ssh's are loaded; otherwise nothing is registered and the loader parses DOCUMENTATION."""
+    config = C.config if config is None else config
+    if (version or core_version()) not in TESTED_CORE or not all(hasattr(config, m) for m in _CONFIG_METHODS):
+        return False
+    if not config.has_configuration_definition("connection", "ssh"):
+        return False
     # a new mapping of option name to definition: ssh's definitions themselves are shared, not copied (the config
     # manager only reads them; a deep copy of their tagged values costs more than the parse it saves)
-    defs = dict(C.config.get_configuration_definitions("connection", "ssh"))
+    defs = dict(config.get_configuration_definitions("connection", "ssh"))
     defs.update(copy.deepcopy(OWN_OPTIONS))
     # the loader keys the definitions by the name it resolved: ansible-core 2.19 uses the Python module name
     # (ansible_collections.gpuserve.sglang.plugins.connection.pct), earlier releases the FQCN
     for name in (__name__, NAME):
-        if not C.config.has_configuration_definition("connection", name):
-            C.config.initialize_plugin_configuration_definitions("connection", name, defs)
+        if not config.has_configuration_definition("connection", name):
+            config.initialize_plugin_configuration_definitions("connection", name, defs)
+    return True
 
 
 register_options()

@@ -10,7 +10,7 @@ __metaclass__ = type
 
 class ModuleDocFragment(object):
     # The Proxmox VE API connection every gpuserve.sglang module that calls the API shares: one spec
-    # (plugins/module_utils/pve_lxc.py API_ENV names the environment fallbacks, as community.proxmox's), settable once
+    # (plugins/module_utils/pve/lxc.py API_ENV names the environment fallbacks, as community.proxmox's), settable once
     # for all of them with module_defaults and the action group gpuserve.sglang.proxmox.
     DOCUMENTATION = r"""
 options:

@@ -154,7 +154,7 @@ def uv_lock_pins(text):
 def flash_attn_wheel_problems(filename, torch_version, cuda_version, python_version, cxx11abi=True, machine="x86_64"):
     from ansible_collections.gpuserve.sglang.plugins.module_utils import venv as venv_utils
     return venv_utils.flash_attn_mismatches(str(filename), str(torch_version), str(cuda_version),
-                                                str(python_version), bool(cxx11abi), str(machine))
+                                            str(python_version), bool(cxx11abi), str(machine))
 
 
 def flash_attn_max_jobs(cpus, mem_total_mib, mib_per_job=6144):
@@ -164,7 +164,7 @@ def flash_attn_max_jobs(cpus, mem_total_mib, mib_per_job=6144):
 
 def nvidia_gpus_problem(facts, selectors, node):
     """Why a container using GPUs ``selectors`` of ``node`` cannot run on them, from the node's nvidia_gpu_facts; ''
-    when it can (module_utils.nvidia.gpus_problem)."""
+    when it can (module_utils.host nvidia.gpus_problem)."""
     from ansible_collections.gpuserve.sglang.plugins.module_utils import host as host_utils
     if facts is not None and not isinstance(facts, dict):
         raise AnsibleFilterError("nvidia_gpus_problem: expected the node's nvidia_gpu_facts (gpuserve_nvidia)")
@@ -222,20 +222,20 @@ def pve_vmid_problem(value, name="vmid"):
 
 def lxc_passthrough_check(nv, gpus, uvm, mode, host, proc_devices, vmid=None):
     """Role lxc_gpu_passthrough's preflight: the nodes to pass, the command that opens them inside CT ``vmid``, and
-    the first reason it cannot (module_utils.pve_conf.passthrough_check)."""
+    the first reason it cannot (module_utils.pve.conf passthrough_check)."""
     from ansible_collections.gpuserve.sglang.plugins.module_utils import pve as pve_utils
     return pve_utils.passthrough_check(dict(nv or {}), list(gpus or []), bool(uvm), str(mode), str(host),
-                                             str(proc_devices), vmid=vmid)
+                                       str(proc_devices), vmid=vmid)
 
 
 def lxc_passthrough_access(opened, nodes):
-    """What opening each passed node inside the CT said (module_utils.pve_conf.passthrough_access)."""
+    """What opening each passed node inside the CT said (module_utils.pve.conf passthrough_access)."""
     from ansible_collections.gpuserve.sglang.plugins.module_utils import pve as pve_utils
     return pve_utils.passthrough_access(opened, list(nodes or []))
 
 
 def sglang_router_argv(host, port, policy, prometheus_host=None, prometheus_port=None, extra=None):
-    """The router's arguments without workers and key (module_utils.sglang_router.router_argv)."""
+    """The router's arguments without workers and key (module_utils.server.router router_argv)."""
     from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
     try:
         return server_utils.router_argv(host, port, policy, [], prometheus_host, prometheus_port, extra or {})
@@ -247,7 +247,7 @@ def sglang_router_problems(host, port, policy, workers, extra=None, keyed=True, 
     """What is wrong with the router's settings, each naming its sglang_router_ variable (module_utils.server.router)."""
     from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
     return server_utils.router_problems(host, port, policy, workers, extra, "sglang_router_", bool(keyed),
-                                                bool(public_ok), prometheus_host)
+                                        bool(public_ok), prometheus_host)
 
 
 def sglang_unit_value(value, name):
@@ -270,7 +270,7 @@ def sglang_unit_problems(values, unit_lists=None):
 
 
 def gpuserve_secret_problem(value, name):
-    """Why a key or token cannot be used, naming the variable, or '' (module_utils.files.secret_problem)."""
+    """Why a key or token cannot be used, naming the variable, or '' (module_utils.host files.secret_problem)."""
     from ansible_collections.gpuserve.sglang.plugins.module_utils import host as host_utils
     return host_utils.secret_problem(name, value) or ""
 

@@ -163,8 +163,8 @@ options:
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 notes:
-  - The logic is plain Python in C(plugins/module_utils/) - C(hf_hub.py) (the snapshot), C(hf_sources.py), C(hf_files.py)
-    and C(hf_http.py), tested against a real Hub-compatible server.
+  - The logic is plain Python in C(plugins/module_utils/hub/) - C(snapshot.py) (the snapshot), C(sources.py),
+    C(files.py), C(transport.py) and C(manager.py), tested against a real Hub-compatible server.
   - The builtin downloader is a small, dependency-free client of the Hub's HTTP API, so the module runs with the
     target's system Python before any venv exists. O(downloader=huggingface_hub) runs the library in a child process
     of the venv's interpreter as O(owner), never as root, the token passed in its environment (C(HF_TOKEN_PATH)

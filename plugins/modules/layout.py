@@ -28,7 +28,7 @@ description:
     0755 or 0644).
   - A O(paths[].secret) is a file content that never appears in a result, a diff or an error; its mode must give
     nothing to others.
-  - The logic is plain Python in C(plugins/module_utils/layout.py).
+  - The logic is plain Python in C(plugins/module_utils/host/layout.py).
 author:
   - gpuserve.sglang contributors (@gpuserve)
 options:

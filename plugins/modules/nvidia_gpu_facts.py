@@ -90,7 +90,7 @@ options:
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 notes:
-  - The parsing is plain Python in C(plugins/module_utils/nvidia.py), unit-tested on recorded outputs.
+  - The parsing is plain Python in C(plugins/module_utils/host/nvidia.py), unit-tested on recorded outputs.
 seealso:
   - module: gpuserve.sglang.sglang_memory_plan
 """

@@ -58,7 +58,7 @@ options:
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 notes:
-  - The parser is plain Python in C(plugins/module_utils/sglang_log.py); the C(gpuserve.sglang.sglang_log)
+  - The parser is plain Python in C(plugins/module_utils/logs/); the C(gpuserve.sglang.sglang_log)
     filter gives the same result inside templates and asserts.
 seealso:
   - module: gpuserve.sglang.sglang_memory_plan

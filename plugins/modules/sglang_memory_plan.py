@@ -85,7 +85,7 @@ options:
   goal:
     description:
       - Let the planner choose the server args for this goal instead of judging O(args) as written
-        (C(plugins/module_utils/sglang_tune.py)). V(fit) - the fewest, smallest changes that make SGLang start;
+        (C(plugins/module_utils/plan/tune.py)). V(fit) - the fewest, smallest changes that make SGLang start;
         V(context) - the longest served context with O(min_requests) requests of it resident; V(concurrency) - the
         most requests resident, each holding O(min_context) tokens; V(tokens) - the largest KV pool.
       - Keys of O(args) are kept as given (except for V(fit), which exists to change them). The result is the plan
@@ -125,7 +125,7 @@ options:
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 notes:
-  - The planner is plain Python in C(plugins/module_utils/sglang_memory.py) and can be used without Ansible.
+  - The planner is plain Python in C(plugins/module_utils/plan/) and can be used without Ansible.
   - Activations, CUDA graphs and draft memory in the headroom are estimates; the memory-pool check itself uses
     SGLang's exact formula.
 seealso:

@@ -23,7 +23,7 @@ description:
   - O(mode=connect) on every other rank connects to it and reports whether it was reached and, if not, what the
     socket said (refused, timed out, no route). It never fails on an unreachable rendezvous; the playbook names the
     rank and the fix.
-  - The logic is plain Python in C(plugins/module_utils/sglang_group.py).
+  - The logic is plain Python in C(plugins/module_utils/server/group.py).
 author:
   - gpuserve.sglang contributors (@gpuserve)
 options:

@@ -20,7 +20,7 @@ description:
     The router is not restarted and keeps serving the others.
   - The API key is read from O(api_key_file) on the target (the file the router itself reads); it is sent as a bearer
     token and never returned or logged.
-  - The logic is plain Python in C(plugins/module_utils/sglang_router.py).
+  - The logic is plain Python in C(plugins/module_utils/server/router.py).
 author:
   - gpuserve.sglang contributors (@gpuserve)
 options:

@@ -178,7 +178,7 @@ attributes:
     support: full
 notes:
   - The decisions (build id, what to do, pruning, flash-attn wheel checks) are plain Python in
-    C(plugins/module_utils/uv_venv.py), unit-tested directly.
+    C(plugins/module_utils/venv/), unit-tested directly.
 seealso:
   - module: gpuserve.sglang.sglang_server
 """

@@ -272,3 +272,44 @@ def test_the_pct_connection_options_are_its_documentation_whether_or_not_the_par
     # pipelining from ansible.cfg's [connection] section: ini settings reach the registered definitions too
     assert (got["vmid"], got["host"], got["become"], got["pipelining"]) == (129, "pve1.example.internal", "sudo", True)
     assert got["ssh_args"] == "-C -o ControlMaster=auto -o ControlPersist=60s"
+
+
+class _FakeConfig(object):
+    """The three methods of ansible-core's config manager the pct hook calls, recording what it registers."""
+
+    def __init__(self, with_ssh=True):
+        self.defs = {("connection", "ssh"): {"host": {"type": "str"}}} if with_ssh else {}
+
+    def has_configuration_definition(self, kind, name):
+        return (kind, name) in self.defs
+
+    def get_configuration_definitions(self, kind, name):
+        return self.defs[(kind, name)]
+
+    def initialize_plugin_configuration_definitions(self, kind, name, defs):
+        self.defs[(kind, name)] = defs
+
+
+@CONTROLLER
+def test_the_pct_config_hook_runs_only_on_a_tested_ansible_core_with_the_methods_it_needs():
+    """The hook writes into ansible-core's config manager, which is no public API: on the release CI runs (every
+    release CI runs must be in TESTED_CORE) it registers ssh's options plus the plugin's two under both names the
+    loader may use; on another release, or a manager without those methods, or before ssh's options are loaded, it
+    registers nothing and the loader parses DOCUMENTATION (the test above checks that path gives the same options)."""
+    mod = load_plugin("connection", "pct", "pct_conn_hook")
+    assert mod.core_version() in mod.TESTED_CORE, "ansible-core %s.%s: test the hook on it, then add it" % (
+        mod.core_version())
+    fake = _FakeConfig()
+    assert mod.register_options(fake, version=mod.TESTED_CORE[0]) is True
+    for name in ("pct_conn_hook", mod.NAME):
+        assert set(fake.defs[("connection", name)]) == {"host", "vmid", "proxmox_become_method"}
+    refused = ((_FakeConfig(), (2, 99)), (_FakeConfig(), (2, 18)), (_FakeConfig(with_ssh=False), mod.TESTED_CORE[0]))
+    for config, version in refused:
+        assert mod.register_options(config, version=version) is False
+        assert set(config.defs) <= {("connection", "ssh")}
+
+    class NoInit(object):
+        has_configuration_definition = _FakeConfig.has_configuration_definition
+        get_configuration_definitions = _FakeConfig.get_configuration_definitions
+        defs = {("connection", "ssh"): {}}
+    assert mod.register_options(NoInit(), version=mod.TESTED_CORE[0]) is False

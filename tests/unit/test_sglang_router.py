@@ -1,4 +1,4 @@
-"""module_utils/sglang_router: the router's argv (never the key), the worker changes, and reconcile's wait for the
+"""module_utils/server/router.py: the router's argv (never the key), the worker changes, and reconcile's wait for the
 router's asynchronous /workers changes (against a client that applies them late, as 0.3.2's 202 answers do)."""
 import pytest
 

@@ -1,4 +1,4 @@
-"""module_utils/uv_venv: lock parsing, build identity, what to do, pruning, flash-attn wheel checks, MAX_JOBS."""
+"""module_utils/venv/uv.py: lock parsing, build identity, what to do, pruning, flash-attn wheel checks, MAX_JOBS."""
 import os
 import pwd
 import shutil

@@ -57,12 +57,12 @@ def read_gpus(smi, timeout, proc_version_path="/proc/driver/nvidia/version", pro
             rc, out, err = proc.returncode, proc.stdout, proc.stderr
         except subprocess.TimeoutExpired:
             timed_out = timeout
+    information = [read_text(f) for f in sorted(glob.glob(os.path.join(proc_gpus_dir, "*", "information")))]
     return gpu_facts(out, err, rc, proc_version=read_text(proc_version_path),
                      sys_module_version=read_text("/sys/module/nvidia/version"),
                      proc_devices=read_text(proc_devices_path), device_nodes=device_nodes(dev_glob),
                      smi_timeout=timed_out,
-                     gpu_information=[read_text(f) for f in sorted(glob.glob(os.path.join(proc_gpus_dir, "*",
-                                                                                           "information")))])
+                     gpu_information=information)
 
 
 def read_node_facts(lib_dirs, free_path, dkms_binary, dkms_version, timeout):

@@ -15,13 +15,13 @@ from .transport import http_get, keeps_authorization
 from .files import (HubError, MANIFEST, PROGRESS, Progress, check_relpath, is_commit, read_manifest, receive,
                     repo_id_problem, revision_problem, selected, unique_listing)
 from .sources import Hub, LibraryHub, LocalSource, RsyncSource, Source
-from .snapshot import NotYet, open_source, read_token, repair_owner, snapshot, transient, with_retries
+from .snapshot import NotYet, read_token, repair_owner, snapshot, transient, with_retries
 from .manager import ARGUMENT_SPEC, MUTUALLY_EXCLUSIVE, REQUIRED_IF, SnapshotFailed, SnapshotManager
 
 __all__ = (
     "ARGUMENT_SPEC", "Hub", "HubError", "LibraryHub", "LocalSource", "MANIFEST", "MUTUALLY_EXCLUSIVE", "NotYet",
     "PROGRESS", "Progress", "REQUIRED_IF", "RsyncSource", "SnapshotFailed", "SnapshotManager", "Source",
-    "check_relpath", "http_get", "is_commit", "keeps_authorization", "open_source", "read_manifest", "read_token",
-    "receive", "repair_owner", "repo_id_problem", "revision_problem", "selected", "snapshot", "transient",
-    "unique_listing", "with_retries",
+    "check_relpath", "http_get", "is_commit", "keeps_authorization", "read_manifest", "read_token", "receive",
+    "repair_owner", "repo_id_problem", "revision_problem", "selected", "snapshot", "transient", "unique_listing",
+    "with_retries",
 )

@@ -13,11 +13,13 @@ __metaclass__ = type
 import json
 import os
 import pwd
+import re
 import shutil
 
 from ..host import secret_problem
 from .files import MANIFEST, PROGRESS, HubError, is_commit, repo_id_problem, revision_problem
-from .snapshot import NotYet, open_source, read_token, repair_owner, snapshot
+from .snapshot import NotYet, read_token, repair_owner, snapshot
+from .sources import AutoHub, Hub, LibraryHub, LocalSource, RsyncSource
 
 ARGUMENT_SPEC = dict(
     repo_id=dict(type="str", required=True),
@@ -47,6 +49,7 @@ ARGUMENT_SPEC = dict(
     timeout=dict(type="int", default=60),
     owner=dict(type="str"),
 )
+HOST_RE = re.compile(r"^([A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])$")
 MUTUALLY_EXCLUSIVE = [["token", "token_file"], ["source_dir", "source_host"]]
 REQUIRED_IF = [["downloader", "huggingface_hub", ["python"]]]
 
@@ -108,9 +111,61 @@ class SnapshotManager(object):
             except KeyError:
                 raise HubError("input", "owner=%s: no such user on the target; create the service account first"
                                % p["owner"])
-        hub, warnings = open_source(p, token, self.check_mode, self.which, account=user)
+        hub, warnings = self.source(token, account=user)
         self.warnings.extend(warnings)
         return user, hub
+
+    def rsync_source(self):
+        """source_host: refuse what cannot go into rsync's ssh command (blanks) before anything runs."""
+        p = self.p
+        if not HOST_RE.match(p["source_host"]):
+            raise HubError("input", "source_host=%s: expected [user@]host (a name, an IPv4 address or [IPv6])"
+                           % p["source_host"])
+        for key in ("source_host_dir", "ssh_key_file", "ssh_known_hosts_file"):
+            if p[key] and re.search(r"\s", p[key]):
+                raise HubError("input", "%s=%s: blanks are not supported in this path; use a path without them" % (key, p[key]))
+        missing = [f for f in (p["ssh_key_file"], p["ssh_known_hosts_file"] if p["ssh_host_key_checking"] == "yes" else None)
+                   if f and not os.path.isfile(f)] + [b for b in ("rsync", "ssh") if not self.which(b)]
+        if missing and self.check_mode:
+            raise NotYet("would copy from %s:%s; the file list cannot be read in check mode before %s is there"
+                         % (p["source_host"], p["source_host_dir"] or p["local_dir"], ", ".join(missing)))
+        if p["ssh_key_file"] and not os.path.isfile(p["ssh_key_file"]):
+            raise HubError("input", "ssh_key_file=%s does not exist on the target; write the key there first "
+                           "(hf_model_source_ssh_key)" % p["ssh_key_file"])
+        if re.search(r"\s", p["local_dir"]):
+            raise HubError("input", "local_dir=%s: blanks are not supported with source_host" % p["local_dir"])
+        return RsyncSource(p["source_host"], p["source_host_dir"] or p["local_dir"], port=p["ssh_port"],
+                           key_file=p["ssh_key_file"], known_hosts_file=p["ssh_known_hosts_file"],
+                           host_key_checking=p["ssh_host_key_checking"], timeout=p["timeout"], bwlimit_kib=p["bwlimit_kib"])
+
+    def source(self, token, account=None):
+        """The source hf_snapshot's parameters ask for: (source, warnings). HubError("input") for a refusal (nothing
+        was changed), NotYet in check mode when the source cannot be read yet. ``account``: the model's owner (a pwd
+        entry), the account the huggingface_hub library runs as - never root."""
+        p = self.p
+        if p["source_host"]:
+            return self.rsync_source(), []
+        if p["source_dir"]:
+            if os.path.realpath(p["source_dir"]) == os.path.realpath(p["local_dir"]):
+                raise HubError("input", "source_dir and local_dir are the same directory (%s): point local_dir elsewhere, or "
+                               "drop source_dir to verify that copy in place against the Hub" % p["local_dir"])
+            return LocalSource(p["source_dir"]), []
+        if p["downloader"] == "auto":
+            return AutoHub(p["endpoint"], p["python"], token=token, token_file=p["token_file"], timeout=p["timeout"],
+                           hf_transfer=p["hf_transfer"], account=account), []
+        if p["downloader"] == "huggingface_hub" and self.check_mode and not os.path.exists(p["python"]):
+            # a fresh host in check mode: the venv that would download is built by this same run; list with our client
+            return Hub(p["endpoint"], token=token, timeout=p["timeout"]), [
+                "python=%s is not there yet (built by the same run): check mode lists the files with the builtin client"
+                % p["python"]]
+        if p["downloader"] == "huggingface_hub":
+            lib = LibraryHub(p["endpoint"], p["python"], token=token, token_file=p["token_file"], timeout=p["timeout"],
+                             hf_transfer=p["hf_transfer"], account=account)
+            refused = lib.refused_as_root()
+            if refused:
+                raise HubError("input", refused + "; nothing was changed")
+            return lib, []
+        return Hub(p["endpoint"], token=token, timeout=p["timeout"]), []
 
     def result_of(self, r):
         p, local_dir = self.p, self.p["local_dir"]

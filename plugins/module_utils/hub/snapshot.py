@@ -17,7 +17,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import re
 import shutil
 import stat
 import threading
@@ -26,9 +25,7 @@ import time
 from ..host import read_json, write_json
 from .files import (MANIFEST, PROGRESS, HubError, Progress, acquire_lock, check_relpath, disk_shortfall, file_hash_ok,
                     files_to_fetch, is_commit, manifest_matches, selected, unique_listing)
-from .sources import AutoHub, Hub, LibraryHub, LocalSource, RsyncSource
 
-HOST_RE = re.compile(r"^([A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])$")
 
 
 class NotYet(Exception):
@@ -45,58 +42,6 @@ def read_token(token, token_file):
             return f.read().strip()
     except (IOError, OSError) as e:
         raise HubError("input", "token_file=%s cannot be read (%s)" % (token_file, e.strerror))
-
-
-def _rsync_source(p, check_mode, which):
-    """source_host: refuse what cannot go into rsync's ssh command (blanks) before anything runs."""
-    if not HOST_RE.match(p["source_host"]):
-        raise HubError("input", "source_host=%s: expected [user@]host (a name, an IPv4 address or [IPv6])"
-                       % p["source_host"])
-    for key in ("source_host_dir", "ssh_key_file", "ssh_known_hosts_file"):
-        if p[key] and re.search(r"\s", p[key]):
-            raise HubError("input", "%s=%s: blanks are not supported in this path; use a path without them" % (key, p[key]))
-    missing = [f for f in (p["ssh_key_file"], p["ssh_known_hosts_file"] if p["ssh_host_key_checking"] == "yes" else None)
-               if f and not os.path.isfile(f)] + [b for b in ("rsync", "ssh") if not which(b)]
-    if missing and check_mode:
-        raise NotYet("would copy from %s:%s; the file list cannot be read in check mode before %s is there"
-                     % (p["source_host"], p["source_host_dir"] or p["local_dir"], ", ".join(missing)))
-    if p["ssh_key_file"] and not os.path.isfile(p["ssh_key_file"]):
-        raise HubError("input", "ssh_key_file=%s does not exist on the target; write the key there first "
-                       "(hf_model_source_ssh_key)" % p["ssh_key_file"])
-    if re.search(r"\s", p["local_dir"]):
-        raise HubError("input", "local_dir=%s: blanks are not supported with source_host" % p["local_dir"])
-    return RsyncSource(p["source_host"], p["source_host_dir"] or p["local_dir"], port=p["ssh_port"],
-                       key_file=p["ssh_key_file"], known_hosts_file=p["ssh_known_hosts_file"],
-                       host_key_checking=p["ssh_host_key_checking"], timeout=p["timeout"], bwlimit_kib=p["bwlimit_kib"])
-
-
-def open_source(p, token, check_mode=False, which=shutil.which, account=None):
-    """The source hf_snapshot's parameters ask for: (source, warnings). HubError("input") for a refusal (nothing
-    was changed), NotYet in check mode when the source cannot be read yet. ``account``: the model's owner (a pwd
-    entry), the account the huggingface_hub library runs as - never root."""
-    if p["source_host"]:
-        return _rsync_source(p, check_mode, which), []
-    if p["source_dir"]:
-        if os.path.realpath(p["source_dir"]) == os.path.realpath(p["local_dir"]):
-            raise HubError("input", "source_dir and local_dir are the same directory (%s): point local_dir elsewhere, or "
-                           "drop source_dir to verify that copy in place against the Hub" % p["local_dir"])
-        return LocalSource(p["source_dir"]), []
-    if p["downloader"] == "auto":
-        return AutoHub(p["endpoint"], p["python"], token=token, token_file=p["token_file"], timeout=p["timeout"],
-                       hf_transfer=p["hf_transfer"], account=account), []
-    if p["downloader"] == "huggingface_hub" and check_mode and not os.path.exists(p["python"]):
-        # a fresh host in check mode: the venv that would download is built by this same run; list with our client
-        return Hub(p["endpoint"], token=token, timeout=p["timeout"]), [
-            "python=%s is not there yet (built by the same run): check mode lists the files with the builtin client"
-            % p["python"]]
-    if p["downloader"] == "huggingface_hub":
-        lib = LibraryHub(p["endpoint"], p["python"], token=token, token_file=p["token_file"], timeout=p["timeout"],
-                         hf_transfer=p["hf_transfer"], account=account)
-        refused = lib.refused_as_root()
-        if refused:
-            raise HubError("input", refused + "; nothing was changed")
-        return lib, []
-    return Hub(p["endpoint"], token=token, timeout=p["timeout"]), []
 
 
 def repair_owner(top, uid, gid, check_mode=False):
@@ -184,6 +129,25 @@ def _staged(hub, repo_id, sha, local_dir, live, allow_patterns, ignore_patterns,
     return result
 
 
+def _free_bytes(local_dir):
+    """Free bytes on the file system that holds (or will hold) ``local_dir``."""
+    probe = local_dir
+    while not os.path.isdir(probe):
+        probe = os.path.dirname(probe) or "/"
+    st = os.statvfs(probe)
+    return st.f_bavail * st.f_frsize
+
+
+def _local_sizes(local_dir, files):
+    """The size of each of ``files`` already on disk (path -> bytes)."""
+    sizes = {}
+    for f in files:
+        p = os.path.join(local_dir, f["path"])
+        if os.path.isfile(p):
+            sizes[f["path"]] = os.path.getsize(p)
+    return sizes
+
+
 def _snapshot(hub, repo_id, revision, local_dir, allow_patterns, ignore_patterns, verify, workers, margin_bytes,
               check_mode, free_bytes, policy, progress_path=None):
     """Make local_dir a complete, verified copy of repo_id at revision. Returns a result dict. Transient network
@@ -210,12 +174,7 @@ def _snapshot(hub, repo_id, revision, local_dir, allow_patterns, ignore_patterns
     if not files:
         raise HubError("not_found", "%s@%s has no file matching allow_patterns=%s ignore_patterns=%s"
                        % (repo_id, revision, list(allow_patterns), list(ignore_patterns)))
-    local_sizes = {}
-    for f in files:
-        p = os.path.join(local_dir, f["path"])
-        if os.path.isfile(p):
-            local_sizes[f["path"]] = os.path.getsize(p)
-    todo = set(files_to_fetch(files, local_sizes))
+    todo = set(files_to_fetch(files, _local_sizes(local_dir, files)))
     repaired = []
     if verify == "full" or not manifest_matches(manifest, repo_id, sha, patterns):
         # a file of the right size but never verified (or a full re-check asked): hash it
@@ -228,11 +187,7 @@ def _snapshot(hub, repo_id, revision, local_dir, allow_patterns, ignore_patterns
                   if os.path.exists(os.path.join(local_dir, f["path"]) + ".incomplete"))
     needed = sum(f["size"] for f in fetch) - partial
     if free_bytes is None:
-        probe = local_dir
-        while not os.path.isdir(probe):
-            probe = os.path.dirname(probe) or "/"
-        st = os.statvfs(probe)
-        free_bytes = st.f_bavail * st.f_frsize
+        free_bytes = _free_bytes(local_dir)
     short = disk_shortfall(needed, free_bytes, margin_bytes)
     downloader = hub.prepare(local_dir) if fetch else None
     if fetch and short:

@@ -14,7 +14,7 @@ __metaclass__ = type
 from .model import (CONTEXT_LENGTH_KEYS, GIB, HYBRID_SWA_ARCHS, KNOWN_ARCHITECTURES, MULTIMODAL_ARCHS,
                     MULTIMODAL_OFF_BY_DEFAULT, Model, PlanError, ServerArgs, bucket_defaults, gpus_from_profile)
 from .sizes import (auto_mem_fraction_static, cell_size, checkpoint_bytes, kv_layers, mamba_per_request,
-                    piecewise_capture_sizes, pp_layer_range)
+                    outside_static_gb, piecewise_capture_sizes, pp_layer_range, static_rest_gb)
 from .chart import explain, replay_mismatch
 from .memory import plan
 from .tune import GOALS, GRID, TuneError, choose
@@ -24,6 +24,6 @@ __all__ = (
     "CONTEXT_LENGTH_KEYS", "GIB", "GOALS", "GRID", "HYBRID_SWA_ARCHS", "KNOWN_ARCHITECTURES", "MULTIMODAL_ARCHS",
     "MULTIMODAL_OFF_BY_DEFAULT", "Model", "PLAN_ARGUMENT_SPEC", "PlanError", "PlanRefused", "ServerArgs", "TuneError",
     "auto_mem_fraction_static", "bucket_defaults", "cell_size", "checkpoint_bytes", "choose", "explain",
-    "gpus_from_profile", "kv_layers", "mamba_per_request", "piecewise_capture_sizes", "plan", "plan_request",
-    "pp_layer_range", "replay_mismatch",
+    "gpus_from_profile", "kv_layers", "mamba_per_request", "outside_static_gb", "piecewise_capture_sizes", "plan",
+    "plan_request", "pp_layer_range", "replay_mismatch", "static_rest_gb",
 )

@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from .model import GIB
+from .sizes import outside_static_gb
 
 
 def _bar(value, scale, width=40):
@@ -104,7 +105,7 @@ def replay_mismatch(result, launch_failure, measured):
     if m0 is None or m1 is None:
         return head + ": the log has no free-memory readings to replay."
     mfs = float(result["mem_fraction_static"])
-    floor = float(m0) * (1.0 - mfs)
+    floor = outside_static_gb(float(m0), mfs)
     profiled = measured.get("profiled_max_total_num_tokens")
     if profiled is not None and result.get("cell_size_bytes"):
         seen = profiled * float(result["cell_size_bytes"]) / GIB + floor

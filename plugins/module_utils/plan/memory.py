@@ -18,7 +18,7 @@ from .chart import explain
 from .model import (CUDA_CONTEXT_GIB, DRIVER_RESERVED_GIB, GIB, MAMBA_RADIX_ARCHS, MIB, Model, NCCL_GIB, PlanError,
                     ServerArgs, WORKSPACE_GIB, _dtype_bytes, as_server_args, bucket_defaults)
 from .sizes import (_refusals, _validate, auto_mem_fraction_static, cell_size, kv_dtype_bytes, kv_layers,
-                    mamba_per_request, pp_layer_range, spec_params)
+                    mamba_per_request, outside_static_gb, pp_layer_range, spec_params, static_rest_gb)
 
 
 def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
@@ -31,179 +31,226 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
         if verdict is None:
             raise
         return verdict
-    a, tp, pp = _validate(model, gpus, args)
-    measured = dict(measured or {})
-    used = gpus[:tp * pp]
-    gpu_mem = min(float(g["memory_total_mib"]) for g in gpus)
-    algo, steps, topk, draft_tokens = spec_params(model, a)
-    chunk_d, bs_d = bucket_defaults(gpu_mem, tp)
-    chunked = chunk_d if a.chunked_prefill_size is None else a.chunked_prefill_size
-    graph_bs = bs_d if a.cuda_graph_max_bs is None else a.cuda_graph_max_bs
-    if a.cuda_graph_bs:
-        graph_bs = max(int(b) for b in a.cuda_graph_bs)       # an explicit capture list sets the max
-    dp_size = int(a.dp_size)
-    dp_attention = bool(a.enable_dp_attention) and dp_size > 1    # dp_size 1 turns it off
-    page = int(a.page_size)
-    _refusals(model, a, algo, topk, page, dp_attention)
-    notes = []
-    if a.mem_fraction_static is None:
-        mfs, reserved = auto_mem_fraction_static(gpu_mem, tp, pp, chunked, graph_bs, algo,
-                                                 a.max_prefill_tokens, model,
-                                                 bool(a.language_only), a.enable_multimodal,
-                                                 bool(a.enable_piecewise_cuda_graph),
-                                                 bool(a.enable_dp_attention), int(a.dp_size))
-        mfs_source = "auto"
+    sizing = _Sizing(model, gpus, args, dict(measured or {}), weights_bytes)
+    result = sizing.result()
+    if _fixes:
+        result["fixes"], result["ineffective"] = _fixes_for(config, gpus, args, sizing.measured, weights_bytes, result)
     else:
-        mfs, reserved = float(a.mem_fraction_static), None
-        mfs_source = "args"
-    if dp_attention:
-        chunked = chunked // dp_size            # _handle_data_parallelism, after the fraction was set
+        result["fixes"], result["ineffective"] = [], []
+    result["explain"] = explain(result, model)
+    return result
 
-    # M0: free GiB after torch.distributed init, minimum over ranks
-    if measured.get("avail_mem_before_load_gb") is not None:
-        m0 = float(measured["avail_mem_before_load_gb"])
-        m0_source = "measured"
-    else:
+
+class _Sizing(object):
+    """One launch sized the way SGLang 0.5.9 sizes it, step by step in its order: the resolved args and fraction,
+    the free memory before the weights (M0), the weights (W, M1), the pools, the request slots, the headroom."""
+
+    def __init__(self, model, gpus, args, measured, weights_bytes):
+        self.model, self.gpus, self.measured = model, gpus, measured
+        self.notes = []
+        self.resolve(args)
+        self.m0, self.m0_source = self.free_before_load()
+        self.weights(weights_bytes)
+        self.pools()
+        self.requests()
+        self.headroom()
+
+    def resolve(self, args):
+        model = self.model
+        a, tp, pp = _validate(model, self.gpus, args)
+        self.a, self.tp, self.pp = a, tp, pp
+        self.used = self.gpus[:tp * pp]
+        gpu_mem = min(float(g["memory_total_mib"]) for g in self.gpus)
+        self.algo, self.steps, self.topk, self.draft_tokens = spec_params(model, a)
+        chunk_d, bs_d = bucket_defaults(gpu_mem, tp)
+        chunked = chunk_d if a.chunked_prefill_size is None else a.chunked_prefill_size
+        graph_bs = bs_d if a.cuda_graph_max_bs is None else a.cuda_graph_max_bs
+        if a.cuda_graph_bs:
+            graph_bs = max(int(b) for b in a.cuda_graph_bs)       # an explicit capture list sets the max
+        self.dp_size = int(a.dp_size)
+        self.dp_attention = bool(a.enable_dp_attention) and self.dp_size > 1    # dp_size 1 turns it off
+        self.page = int(a.page_size)
+        _refusals(model, a, self.algo, self.topk, self.page, self.dp_attention)
+        if a.mem_fraction_static is None:
+            self.mfs, self.reserved = auto_mem_fraction_static(
+                gpu_mem, tp, pp, chunked, graph_bs, self.algo, a.max_prefill_tokens, model, bool(a.language_only),
+                a.enable_multimodal, bool(a.enable_piecewise_cuda_graph), bool(a.enable_dp_attention), int(a.dp_size))
+            self.mfs_source = "auto"
+        else:
+            self.mfs, self.reserved = float(a.mem_fraction_static), None
+            self.mfs_source = "args"
+        if self.dp_attention:
+            chunked = chunked // self.dp_size            # _handle_data_parallelism, after the fraction was set
+        self.chunked, self.graph_bs = chunked, graph_bs
+
+    def free_before_load(self):
+        """M0: free GiB after torch.distributed init, minimum over ranks."""
+        if self.measured.get("avail_mem_before_load_gb") is not None:
+            return float(self.measured["avail_mem_before_load_gb"]), "measured"
         frees = []
-        for g in used:
+        for g in self.used:
             free = g.get("memory_free_mib")
             free = float(free) if free is not None else float(g["memory_total_mib"]) - DRIVER_RESERVED_GIB * 1024
-            frees.append(free / 1024.0 - CUDA_CONTEXT_GIB - (NCCL_GIB if tp * pp > 1 else 0.0))
-        m0 = min(frees)
-        m0_source = "estimated"
+            frees.append(free / 1024.0 - CUDA_CONTEXT_GIB - (NCCL_GIB if self.tp * self.pp > 1 else 0.0))
+        return min(frees), "estimated"
 
-    # W: weight bytes per rank of the target model
-    draft_weight_bytes = 0.0
-    if measured.get("weights_gb") is not None:
-        w = float(measured["weights_gb"])
-        w_source = "measured"
-    elif measured.get("avail_mem_after_load_gb") is not None:
-        w = m0 - float(measured["avail_mem_after_load_gb"])
-        w_source = "measured"
-    else:
-        if weights_bytes is not None:
-            if isinstance(weights_bytes, dict):
-                total = float(weights_bytes.get("total") or 0)
-                draft_b = float(weights_bytes.get("draft") or 0)
-                repl = float(weights_bytes.get("replicated") or 0)
+    def weights(self, weights_bytes):
+        """W: weight GiB per rank of the target model (measured, from the checkpoint, or from the config), and M1."""
+        model, a, measured, tp, pp = self.model, self.a, self.measured, self.tp, self.pp
+        self.draft_weight_bytes = 0.0
+        if measured.get("weights_gb") is not None:
+            w, self.w_source = float(measured["weights_gb"]), "measured"
+        elif measured.get("avail_mem_after_load_gb") is not None:
+            w, self.w_source = self.m0 - float(measured["avail_mem_after_load_gb"]), "measured"
+        else:
+            if weights_bytes is not None:
+                if isinstance(weights_bytes, dict):
+                    total = float(weights_bytes.get("total") or 0)
+                    draft_b = float(weights_bytes.get("draft") or 0)
+                    repl = float(weights_bytes.get("replicated") or 0)
+                else:
+                    total, draft_b, repl = float(weights_bytes), 0.0, 0.0
+                    if model.mtp_layers:
+                        est = model.param_estimate()
+                        draft_b = total * est["mtp"] / float(est["text"] + est["vision"] + est["mtp"])
+                if total <= 0:
+                    raise PlanError("weights_bytes must be a positive byte count (or {total: N, ...})")
+                self.w_source = "checkpoint"
             else:
-                total, draft_b, repl = float(weights_bytes), 0.0, 0.0
-                if model.mtp_layers:
-                    est = model.param_estimate()
-                    draft_b = total * est["mtp"] / float(est["text"] + est["vision"] + est["mtp"])
-            if total <= 0:
-                raise PlanError("weights_bytes must be a positive byte count (or {total: N, ...})")
-            w_source = "checkpoint"
-        else:
-            est = model.param_estimate()
-            wb = _weight_param_bytes(model, a)
-            total = (est["text"] + est["vision"] + est["mtp"]) * wb
-            draft_b = est["mtp"] * wb
-            repl = 0.0
-            w_source = "estimated from config"
-        w = ((total - draft_b - repl) / (tp * pp) + repl) / GIB
-        draft_weight_bytes = draft_b / tp
-    if measured.get("avail_mem_after_load_gb") is not None:
-        m1 = float(measured["avail_mem_after_load_gb"])
-    else:
-        m1 = m0 - w
+                est = model.param_estimate()
+                wb = _weight_param_bytes(model, a)
+                total = (est["text"] + est["vision"] + est["mtp"]) * wb
+                draft_b = est["mtp"] * wb
+                repl = 0.0
+                self.w_source = "estimated from config"
+            w = ((total - draft_b - repl) / (tp * pp) + repl) / GIB
+            self.draft_weight_bytes = draft_b / tp
+        self.w = w
+        m1 = measured.get("avail_mem_after_load_gb")
+        self.m1 = float(m1) if m1 is not None else self.m0 - w
 
-    # ModelRunnerKVCacheMixin.profile_max_num_token / handle_max_mamba_cache / init_memory_pool of 0.5.9, in order
-    rest = m1 - m0 * (1.0 - mfs)
-    static = rest
-    attn_tp = tp // dp_size if dp_attention else tp        # get_attention_tp_size(): KV heads and states per rank
-    # pipeline stages: each profiles with its own KV layers; the pool is the smallest stage's (all_reduce MIN), the
-    # request pool is sized from stage 0's own count (what rank 0 logs)
-    stage_layers = [kv_layers(model, r, pp) for r in range(pp)]
-    if 0 in stage_layers:
-        raise PlanError("args.pp_size=%d: pipeline stage %d holds no attention layer (its KV cell is 0 bytes and SGLang "
-                        "0.5.9 divides by it); use a pp_size whose stages each hold a full attention layer"
-                        % (pp, stage_layers.index(0)))
-    stage_cells = [cell_size(model, a, attn_tp, layers=n) for n in stage_layers] if pp > 1 \
-        else [cell_size(model, a, attn_tp)]
-    cell = stage_cells[0]
-    per_req = mamba_per_request(model, a, attn_tp)
-    context_len = int(model.context_len if a.context_length is None else a.context_length)
-    radix_off = bool(a.disable_radix_cache)
-    extra_buffer = str(a.mamba_scheduler_strategy or "") == "extra_buffer"
-    max_running = a.max_running_requests
-    if algo is not None:
-        if max_running is None:
-            max_running = 48                    # _handle_speculative_decoding, every algorithm
-        if model.arch in MAMBA_RADIX_ARCHS and not extra_buffer:
-            radix_off = True                    # _handle_mamba_radix_cache: no radix cache with speculative decoding
-    dp_div = dp_size if dp_attention else 1
-    spec_reserve = 0.0
-    mamba_gb = 0.0
-    slots = None
-    if model.hybrid_gdn:
-        if algo is not None:
-            spec_reserve = per_req * (int(max_running) // dp_div) * draft_tokens / GIB
-            rest -= spec_reserve
+    def pools(self):
+        """ModelRunnerKVCacheMixin.profile_max_num_token / handle_max_mamba_cache / init_memory_pool of 0.5.9."""
+        model, a, tp, pp = self.model, self.a, self.tp, self.pp
+        rest = self.static = static_rest_gb(self.m0, self.m1, self.mfs)
+        attn_tp = self.attn_tp = tp // self.dp_size if self.dp_attention else tp   # KV heads and states per rank
+        # pipeline stages: each profiles with its own KV layers; the pool is the smallest stage's (all_reduce MIN),
+        # the request pool is sized from stage 0's own count (what rank 0 logs)
+        self.stage_layers = [kv_layers(model, r, pp) for r in range(pp)]
+        if 0 in self.stage_layers:
+            raise PlanError("args.pp_size=%d: pipeline stage %d holds no attention layer (its KV cell is 0 bytes and "
+                            "SGLang 0.5.9 divides by it); use a pp_size whose stages each hold a full attention layer"
+                            % (pp, self.stage_layers.index(0)))
+        stage_cells = [cell_size(model, a, attn_tp, layers=n) for n in self.stage_layers] if pp > 1 \
+            else [cell_size(model, a, attn_tp)]
+        self.cell = stage_cells[0]
+        per_req = self.per_req = mamba_per_request(model, a, attn_tp)
+        self.context_len = int(model.context_len if a.context_length is None else a.context_length)
+        self.radix_off = bool(a.disable_radix_cache)
+        self.extra_buffer = str(a.mamba_scheduler_strategy or "") == "extra_buffer"
+        self.max_running = a.max_running_requests
+        if self.algo is not None:
+            if self.max_running is None:
+                self.max_running = 48                    # _handle_speculative_decoding, every algorithm
+            if model.arch in MAMBA_RADIX_ARCHS and not self.extra_buffer:
+                self.radix_off = True     # _handle_mamba_radix_cache: no radix cache with speculative decoding
+        self.dp_div = self.dp_size if self.dp_attention else 1
+        self.spec_reserve = self.mamba_gb = 0.0
+        self.slots = None
+        if model.hybrid_gdn:
+            if self.algo is not None:
+                self.spec_reserve = per_req * (int(self.max_running) // self.dp_div) * self.draft_tokens / GIB
+                rest -= self.spec_reserve
+            self.slots = self.mamba_slots(rest)
+            self.mamba_gb = self.slots * per_req / GIB
+            rest -= self.mamba_gb
+        self.kv_gb = rest
+        self.stage_tokens = [int(rest * GIB) // int(c) for c in stage_cells]
+        self.tokens = self.stage_tokens[0]
+
+    def mamba_slots(self, rest):
+        a = self.a
         if a.max_mamba_cache_size is not None:
-            slots = int(a.max_mamba_cache_size) // dp_div
-            slots_source = "args.max_mamba_cache_size"
-        elif radix_off and max_running is not None:
-            slots = int(max_running) // dp_div
-            slots_source = "max_running_requests (radix cache off)"
-        else:
-            r = float(a.mamba_full_memory_ratio)
-            slots = int((rest * r / (1 + r) * GIB) // per_req)
-            slots_source = "mamba_full_memory_ratio=%s" % r
-        mamba_gb = slots * per_req / GIB
-        rest -= mamba_gb
-    kv_gb = rest
-    stage_tokens = [int(rest * GIB) // int(c) for c in stage_cells]
-    tokens = stage_tokens[0]
+            return int(a.max_mamba_cache_size) // self.dp_div
+        if self.radix_off and self.max_running is not None:
+            return int(self.max_running) // self.dp_div
+        r = float(a.mamba_full_memory_ratio)
+        return int((rest * r / (1 + r) * GIB) // self.per_req)
 
-    # request slots (the req_to_token pool), from the profiled count before any cap
-    if a.is_set("max_running_requests") or algo is not None:
-        pool_reqs = int(max_running)
-    else:
-        pool_reqs = min(max(int(tokens / float(context_len) * 512), 2048), 4096)
-    if model.hybrid_gdn:
-        ratio = 1 if radix_off else 3 + ((1 if algo is not None else 2) if extra_buffer else 0)
-        pool_reqs = min(pool_reqs, slots // ratio)
-        if algo is not None and dp_attention:
-            pool_reqs = min(pool_reqs, int(max_running) // dp_size)
-    if a.max_total_tokens:
-        stage_tokens = [min(t, int(a.max_total_tokens)) for t in stage_tokens]
-    stage_tokens = [t // page * page for t in stage_tokens]
-    tokens = min(stage_tokens)
-    swa_tokens = None
-    if model.swa_layers:
-        # set_num_tokens_hybrid_swa: the pool is split so that SWA layers hold swa_full_tokens_ratio x the full ones
-        kvh = max(1, model.kv_heads // attn_tp)
-        per_token = kvh * (model.head_dim + model.v_head_dim) * kv_dtype_bytes(model, a)
+    def requests(self):
+        """The request slots (the req_to_token pool, from the profiled count before any cap), the caps and pages,
+        the hybrid SWA split, and the running requests."""
+        model, a, algo = self.model, self.a, self.algo
+        if a.is_set("max_running_requests") or algo is not None:
+            pool_reqs = int(self.max_running)
+        else:
+            pool_reqs = min(max(int(self.tokens / float(self.context_len) * 512), 2048), 4096)
+        if model.hybrid_gdn:
+            ratio = 1 if self.radix_off else 3 + ((1 if algo is not None else 2) if self.extra_buffer else 0)
+            pool_reqs = min(pool_reqs, self.slots // ratio)
+            if algo is not None and self.dp_attention:
+                pool_reqs = min(pool_reqs, int(self.max_running) // self.dp_size)
+        if a.max_total_tokens:
+            self.stage_tokens = [min(t, int(a.max_total_tokens)) for t in self.stage_tokens]
+        self.stage_tokens = [t // self.page * self.page for t in self.stage_tokens]
+        tokens = min(self.stage_tokens)
+        self.swa_tokens = None
+        if model.swa_layers:
+            tokens = self.swa_split(tokens)
+        if tokens > 0:
+            self.max_reqs = min(tokens // 2 if not a.is_set("max_running_requests") and algo is None
+                                else int(self.max_running) // self.dp_div, pool_reqs)
+        else:
+            self.max_reqs = pool_reqs
+        self.tokens, self.pool_reqs = tokens, pool_reqs
+
+    def swa_split(self, tokens):
+        """set_num_tokens_hybrid_swa: the pool is split so that SWA layers hold swa_full_tokens_ratio x the full
+        ones; the full layers' tokens (and self.swa_tokens)."""
+        model, page = self.model, self.page
+        kvh = max(1, model.kv_heads // self.attn_tp)
+        per_token = kvh * (model.head_dim + model.v_head_dim) * kv_dtype_bytes(model, self.a)
         fl, sl = model.full_layers, model.swa_layers
         if fl == 0:
-            swa_tokens = tokens
-        else:
-            ratio_swa = float(a.swa_full_tokens_ratio)
-            total = tokens * (per_token * fl + per_token * sl)
-            full = int(total / (per_token * fl + ratio_swa * per_token * sl))
-            swa_tokens = int(full * ratio_swa) // page * page
-            tokens = full // page * page
-    if tokens > 0:
-        max_reqs = min(tokens // 2 if not a.is_set("max_running_requests") and algo is None
-                       else int(max_running) // dp_div, pool_reqs)
-    else:
-        max_reqs = pool_reqs
+            self.swa_tokens = tokens
+            return tokens
+        ratio_swa = float(self.a.swa_full_tokens_ratio)
+        total = tokens * (per_token * fl + per_token * sl)
+        full = int(total / (per_token * fl + ratio_swa * per_token * sl))
+        self.swa_tokens = int(full * ratio_swa) // page * page
+        return full // page * page
 
-    # headroom: (1 - mfs) M0 must hold req_to_token, graphs, activations, workspaces and the draft
-    headroom = (1.0 - mfs) * m0
-    req_to_token = max(pool_reqs, 0) * (context_len + 4 + draft_tokens) * 4 / GIB
-    graphs = 0.0 if a.disable_cuda_graph else 2 * graph_bs * MIB / GIB
-    # activations of one prefill chunk: hidden states and the MLP intermediate of the chunk (bf16), an
-    # estimate; SGLang's own auto-fraction heuristic reserves far more (1.5 MiB per chunk token).
-    chunk_tokens = chunked if chunked and chunked > 0 else int(a.max_prefill_tokens)
-    width = max(model.hidden * 8, 3 * max(model.intermediate, model.moe_intermediate * 8) // tp)
-    activations = chunk_tokens * width * 2 / GIB
-    draft_gb = 0.0
-    draft_detail = {}
-    if algo in ("EAGLE", "EAGLE3", "NEXTN"):
+    def headroom(self):
+        """(1 - mfs) M0 must hold req_to_token, graphs, activations, workspaces and the draft; the outcome."""
+        model, a, tp = self.model, self.a, self.tp
+        self.headroom_gb = outside_static_gb(self.m0, self.mfs)
+        self.req_to_token = max(self.pool_reqs, 0) * (self.context_len + 4 + self.draft_tokens) * 4 / GIB
+        self.graphs = 0.0 if a.disable_cuda_graph else 2 * self.graph_bs * MIB / GIB
+        # activations of one prefill chunk: hidden states and the MLP intermediate of the chunk (bf16), an
+        # estimate; SGLang's own auto-fraction heuristic reserves far more (1.5 MiB per chunk token).
+        chunk_tokens = self.chunked if self.chunked and self.chunked > 0 else int(a.max_prefill_tokens)
+        width = max(model.hidden * 8, 3 * max(model.intermediate, model.moe_intermediate * 8) // tp)
+        self.activations = chunk_tokens * width * 2 / GIB
+        self.draft_gb, self.draft_detail = self.draft()
+        self.need = self.req_to_token + self.graphs + self.activations + WORKSPACE_GIB + self.draft_gb
+        if self.tokens <= 0:
+            self.outcome = "kv_pool_oom"
+        elif self.need > self.headroom_gb:
+            self.outcome = "headroom_oom"
+        elif self.tokens < self.context_len:
+            self.outcome = "context_truncated"
+        else:
+            self.outcome = "fits"
+
+    def draft(self):
+        """The draft model's GiB outside the static pools, and its parts."""
+        model, a, tp, algo = self.model, self.a, self.tp, self.algo
+        if algo == "STANDALONE":
+            self.notes.append("STANDALONE draft model size is not modelled: only SGLang's 6 GiB reserve is counted.")
+        if algo not in ("EAGLE", "EAGLE3", "NEXTN"):
+            return 0.0, {}
         if model.mtp_layers or model.hybrid_gdn or model.mla:
-            dw = draft_weight_bytes
+            dw = self.draft_weight_bytes
             if not dw:
                 est = model.param_estimate()
                 dw = est["mtp"] * _weight_param_bytes(model, a) / tp
@@ -211,81 +258,69 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
             dw += 2 * model.vocab * model.hidden * _weight_param_bytes(model, a) / tp
         else:
             dw = 0.0
-        dkv = max(tokens, 0) * cell_size(model, a, tp, draft=True)
-        dgraph = 0.0 if a.disable_cuda_graph else 2 * graphs
-        draft_detail = {"weights_gb": round(dw / GIB, 3), "kv_gb": round(dkv / GIB, 3),
-                        "graphs_gb": round(dgraph, 3)}
-        draft_gb = dw / GIB + dkv / GIB + dgraph
-    elif algo == "STANDALONE":
-        notes.append("STANDALONE draft model size is not modelled: only SGLang's 6 GiB reserve is counted.")
-    need = req_to_token + graphs + activations + WORKSPACE_GIB + draft_gb
-    if tokens <= 0:
-        outcome = "kv_pool_oom"
-    elif need > headroom:
-        outcome = "headroom_oom"
-    elif tokens < context_len:
-        outcome = "context_truncated"
-    else:
-        outcome = "fits"
+        dkv = max(self.tokens, 0) * cell_size(model, a, tp, draft=True)
+        dgraph = 0.0 if a.disable_cuda_graph else 2 * self.graphs
+        detail = {"weights_gb": round(dw / GIB, 3), "kv_gb": round(dkv / GIB, 3), "graphs_gb": round(dgraph, 3)}
+        return dw / GIB + dkv / GIB + dgraph, detail
 
-    budget = {
-        "avail_mem_before_load_gb": round(m0, 2),
-        "weights_gb": round(w, 2),
-        "rest_gb": round(static, 2),
-        "mamba_gb": round(mamba_gb, 2),
-        "spec_reserve_gb": round(spec_reserve, 2),
-        "kv_gb": round(kv_gb, 2),
-        "headroom_gb": round(headroom, 2),
-        "draft_gb": round(draft_gb, 2),
-        "headroom_need_gb": round(need, 2),
-    }
-    result_headroom = {"req_to_token_gb": round(req_to_token, 3), "cuda_graphs_gb": round(graphs, 3),
-                       "activations_gb": round(activations, 3), "workspace_gb": WORKSPACE_GIB,
-                       "draft_gb": round(draft_gb, 3)}
-    per_gpu = []
-    for i, g in enumerate(used):
-        entry = dict(budget)
-        entry["index"] = g.get("index", i)
-        entry["name"] = g.get("name", "GPU%d" % i)
-        per_gpu.append(entry)
-    result = {
-        "outcome": outcome,
-        "mem_fraction_static": mfs,
-        "mem_fraction_static_source": mfs_source,
-        "reserved_mib": reserved,
-        "max_total_num_tokens": tokens,
-        "max_running_requests": max_reqs,
-        "req_to_token_pool_size": pool_reqs,
-        "swa_max_total_num_tokens": swa_tokens,
-        "context_length": context_len,
-        "cell_size_bytes": int(cell),
-        "mamba_bytes_per_request": int(per_req),
-        "max_mamba_cache_size": slots,
-        "speculative": dict({"algorithm": algo, "num_steps": steps, "eagle_topk": topk,
-                             "num_draft_tokens": draft_tokens},
-                            **({"given": str(a.speculative_algorithm).upper()}
-                               if str(a.speculative_algorithm).upper() != algo else {})) if algo else None,
-        "draft": draft_detail or None,
-        "chunked_prefill_size": chunked,
-        "cuda_graph_max_bs": graph_bs,
-        "sources": {"avail_mem_before_load_gb": m0_source, "weights_gb": w_source},
-        "per_gpu": per_gpu,
-        "headroom_items": result_headroom,
-        "notes": notes,
-        "architecture": model.arch,
-        "tp_size": tp,
-        "pp_size": pp,
-        "nnodes": int(a.nnodes),
-        "ranks_per_node": tp * pp // int(a.nnodes),
-        "pp_stages": [{"stage": r, "layers": list(pp_layer_range(model.layers, r, pp)), "kv_layers": stage_layers[r],
-                       "max_total_num_tokens": stage_tokens[r]} for r in range(pp)] if pp > 1 else None,
-    }
-    if _fixes:
-        result["fixes"], result["ineffective"] = _fixes_for(config, gpus, args, measured, weights_bytes, result)
-    else:
-        result["fixes"], result["ineffective"] = [], []
-    result["explain"] = explain(result, model)
-    return result
+    def per_gpu(self):
+        budget = {
+            "avail_mem_before_load_gb": round(self.m0, 2),
+            "weights_gb": round(self.w, 2),
+            "rest_gb": round(self.static, 2),
+            "mamba_gb": round(self.mamba_gb, 2),
+            "spec_reserve_gb": round(self.spec_reserve, 2),
+            "kv_gb": round(self.kv_gb, 2),
+            "headroom_gb": round(self.headroom_gb, 2),
+            "draft_gb": round(self.draft_gb, 2),
+            "headroom_need_gb": round(self.need, 2),
+        }
+        return [dict(budget, index=g.get("index", i), name=g.get("name", "GPU%d" % i)) for i, g in enumerate(self.used)]
+
+    def speculative(self):
+        if not self.algo:
+            return None
+        a = self.a
+        out = {"algorithm": self.algo, "num_steps": self.steps, "eagle_topk": self.topk,
+               "num_draft_tokens": self.draft_tokens}
+        if str(a.speculative_algorithm).upper() != self.algo:
+            out["given"] = str(a.speculative_algorithm).upper()
+        return out
+
+    def result(self):
+        tp, pp, model = self.tp, self.pp, self.model
+        return {
+            "outcome": self.outcome,
+            "mem_fraction_static": self.mfs,
+            "mem_fraction_static_source": self.mfs_source,
+            "reserved_mib": self.reserved,
+            "max_total_num_tokens": self.tokens,
+            "max_running_requests": self.max_reqs,
+            "req_to_token_pool_size": self.pool_reqs,
+            "swa_max_total_num_tokens": self.swa_tokens,
+            "context_length": self.context_len,
+            "cell_size_bytes": int(self.cell),
+            "mamba_bytes_per_request": int(self.per_req),
+            "max_mamba_cache_size": self.slots,
+            "speculative": self.speculative(),
+            "draft": self.draft_detail or None,
+            "chunked_prefill_size": self.chunked,
+            "cuda_graph_max_bs": self.graph_bs,
+            "sources": {"avail_mem_before_load_gb": self.m0_source, "weights_gb": self.w_source},
+            "per_gpu": self.per_gpu(),
+            "headroom_items": {"req_to_token_gb": round(self.req_to_token, 3), "cuda_graphs_gb": round(self.graphs, 3),
+                               "activations_gb": round(self.activations, 3), "workspace_gb": WORKSPACE_GIB,
+                               "draft_gb": round(self.draft_gb, 3)},
+            "notes": self.notes,
+            "architecture": model.arch,
+            "tp_size": tp,
+            "pp_size": pp,
+            "nnodes": int(self.a.nnodes),
+            "ranks_per_node": tp * pp // int(self.a.nnodes),
+            "pp_stages": [{"stage": r, "layers": list(pp_layer_range(model.layers, r, pp)),
+                           "kv_layers": self.stage_layers[r], "max_total_num_tokens": self.stage_tokens[r]}
+                          for r in range(pp)] if pp > 1 else None,
+        }
 
 
 def measured_verdict(args, measured, why):
@@ -303,7 +338,7 @@ def measured_verdict(args, measured, why):
     if m0 is None or m1 is None or mfs is None:
         return None
     m0, m1, mfs = float(m0), float(m1), float(mfs)
-    rest = m1 - m0 * (1.0 - mfs)
+    rest = static_rest_gb(m0, m1, mfs)
     outcome = "kv_pool_oom" if rest <= 0 else "unknown"
     lines = ["The model is not modelled (%s); the logged numbers still decide the budget:" % why,
              "rest = %.2f GiB free after load - %.2f GiB x (1 - %s) = %.2f GiB for the KV cache and state pools"
@@ -348,6 +383,44 @@ def _better(a, b):
 
 
 def _fixes_for(config, gpus, args, measured, weights_bytes, base):
+    """(fixes, not fixes): each candidate change replayed through plan(); the least disruptive variant of each kind
+    of change that makes SGLang start, then the changes that help but do not suffice and those operators try that do
+    not touch this budget."""
+    fixes = []
+    for disruption, change, why in _candidates(config, gpus, args, base):
+        trial = dict(args)
+        trial.update(change)
+        for k, v in list(trial.items()):
+            if v is None:
+                trial.pop(k)
+        try:
+            res = plan(config, gpus, trial, _measured_for(measured, change, base), weights_bytes, _fixes=False)
+        except PlanError:
+            continue
+        if _better(res["outcome"], base["outcome"]) or (
+                res["outcome"] == base["outcome"] and base["outcome"] == "context_truncated"
+                and res["max_total_num_tokens"] > base["max_total_num_tokens"]):
+            fixes.append((disruption, {"change": change, "max_total_num_tokens": res["max_total_num_tokens"],
+                                       "outcome": res["outcome"], "why": why}))
+    # keep, per kind of change, the least disruptive variant that works (e.g. the smallest mfs raise)
+    seen = set()
+    out = []
+    works = ("fits", "context_truncated")
+    still_failing = []
+    for disruption, fix in sorted(fixes, key=lambda x: (x[1]["outcome"] not in works, x[0])):
+        key = tuple(sorted(fix["change"]))
+        if key in seen:
+            continue
+        seen.add(key)
+        if fix["outcome"] in works:
+            out.append(fix)
+        else:   # better than before, but SGLang still does not start: not a fix
+            still_failing.append(dict(fix, why=fix["why"] + "; still %s" % fix["outcome"]))
+    return out, still_failing + _ineffective(config, gpus, args, measured, weights_bytes, base)
+
+
+def _candidates(config, gpus, args, base):
+    """(disruption, change, why) of every change that may make the pools fit, least disruptive first."""
     model = Model(config)
     a = ServerArgs(args)
     tp = base["tp_size"]
@@ -382,37 +455,13 @@ def _fixes_for(config, gpus, args, measured, weights_bytes, base):
         if n > tp and n <= len(gpus) and model.heads % n == 0 and (model.kv_heads % n == 0 or n % model.kv_heads == 0):
             cands.append((7, {"tp_size": n}, "the weights are split over more GPUs"))
             break
-    fixes = []
-    for disruption, change, why in cands:
-        trial = dict(args)
-        trial.update(change)
-        for k, v in list(trial.items()):
-            if v is None:
-                trial.pop(k)
-        try:
-            res = plan(config, gpus, trial, _measured_for(measured, change, base), weights_bytes, _fixes=False)
-        except PlanError:
-            continue
-        if _better(res["outcome"], base["outcome"]) or (
-                res["outcome"] == base["outcome"] and base["outcome"] == "context_truncated"
-                and res["max_total_num_tokens"] > base["max_total_num_tokens"]):
-            fixes.append((disruption, {"change": change, "max_total_num_tokens": res["max_total_num_tokens"],
-                                       "outcome": res["outcome"], "why": why}))
-    # keep, per kind of change, the least disruptive variant that works (e.g. the smallest mfs raise)
-    seen = set()
-    out = []
-    works = ("fits", "context_truncated")
-    still_failing = []
-    for disruption, fix in sorted(fixes, key=lambda x: (x[1]["outcome"] not in works, x[0])):
-        key = tuple(sorted(fix["change"]))
-        if key in seen:
-            continue
-        seen.add(key)
-        if fix["outcome"] in works:
-            out.append(fix)
-        else:   # better than before, but SGLang still does not start: not a fix
-            still_failing.append(dict(fix, why=fix["why"] + "; still %s" % fix["outcome"]))
-    # what operators try that does not touch this budget
+    return cands
+
+
+def _ineffective(config, gpus, args, measured, weights_bytes, base):
+    """What operators try that does not touch this budget, each replayed: the context halved, graphs off, no
+    torch.compile, a lower fraction."""
+    mfs = base["mem_fraction_static"]
     ineffective = []
     ctx = base["context_length"]
     guesses = [({"context_length": max(ctx // 2, 1)}, "the context length does not enter the KV/state pool budget; "
@@ -431,7 +480,7 @@ def _fixes_for(config, gpus, args, measured, weights_bytes, base):
         if not _better(res["outcome"], base["outcome"]):
             ineffective.append({"change": change, "max_total_num_tokens": res["max_total_num_tokens"],
                                 "outcome": res["outcome"], "why": why})
-    return out, still_failing + ineffective
+    return ineffective
 
 
 def _measured_for(measured, change, base):

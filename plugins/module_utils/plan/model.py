@@ -13,10 +13,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-import json
-import os
-import struct
-
 GIB = float(1 << 30)
 MIB = float(1 << 20)
 

@@ -326,3 +326,15 @@ def _validate(model, gpus, args):
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
             raise PlanError("args.%s=%r must be a positive integer" % (key, v))
     return a, tp, pp
+
+
+def static_rest_gb(m0, m1, mfs):
+    """SGLang 0.5.9's budget for every pool (profile_max_num_token): the memory free after the weights loaded (M1)
+    less what the fraction leaves outside the static part, M0 x (1 - mem_fraction_static). At or below 0 no pool
+    can be built, whatever the model."""
+    return m1 - m0 * (1.0 - mfs)
+
+
+def outside_static_gb(m0, mfs):
+    """What the fraction keeps out of the static pools: M0 x (1 - mem_fraction_static), the headroom."""
+    return (1.0 - mfs) * m0

@@ -136,7 +136,7 @@ class _Search(object):
             ranks = (int(a.get("tp_size") or 1), int(a.get("pp_size") or 1))
             try:
                 p = _memory.plan(self.config, self.gpus, a, measured=_measured(self.measured, ranks, self.base_ranks),
-                             weights_bytes=self.weights_bytes, _fixes=False)
+                                 weights_bytes=self.weights_bytes, _fixes=False)
             except PlanError:
                 p = None
             ok = p is not None and self.acceptable(p)

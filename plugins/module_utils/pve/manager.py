@@ -2,8 +2,9 @@
 # Copyright (c) gpuserve.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What the pve modules do. pve_lxc: ``ensure_ct(connect, params, check_mode, diff)``; pve_lxc_conf, as one class: ``ConfManager(params, check_mode, diff, run, pct).ensure()``
-returns the module's result or raises ``ConfFailed`` with the message and the facts. ``run(argv)`` runs a command
+"""What the pve modules do. pve_lxc: ``ensure_ct(connect, params, check_mode, diff)``. pve_lxc_conf, as one class:
+``ConfManager(params, check_mode, diff, run, pct).ensure()`` returns the module's result or raises ``ConfFailed`` with
+the message and the facts. ``run(argv)`` runs a command
 and returns (rc, stdout, stderr); ``pct()`` is the path of pct (both from the module).
 
 Every input is checked before the file is read; the file is read, compared and written under Proxmox's own lock

@@ -133,6 +133,11 @@ def watch(proc_or_pid, log_path, offset, base_url, health="/health_generate", ti
     if progress_file:
         write_progress(progress_file, progress_message(parsed["phase"], parsed["facts"], elapsed),
                        "ready" if health_ok else "ended")
+    return _outcome(parsed, tail, elapsed, pid, rc, health_ok, exited_at)
+
+
+def _outcome(parsed, tail, elapsed, pid, rc, health_ok, exited_at):
+    """watch()'s result: ready, failed (with a failure even when the log said nothing decisive) or timeout."""
     out = {
         "phase": parsed["phase"],
         "failure": parsed["failure"],
@@ -203,6 +208,8 @@ def server_info(base_url, api_key=None, facts=None):
     if keep.get("context_length") is None and facts.get("context_len") is not None:
         keep["context_length"] = facts["context_len"]
     return keep
+
+
 def launch_facts(state):
     """The numbers a launch logged (parsed from its log, from the launch's offset on: the first 8 MiB, where
     start-up is), for a server found running; {} when the state names no readable log."""

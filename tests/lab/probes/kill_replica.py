@@ -15,7 +15,7 @@ import urllib.request
 
 unit, url, config = sys.argv[1:4]
 with open(config) as fh:
-    # the value is a JSON string (module_utils/sglang_argv.config_text), which YAML reads as the same text
+    # the value is a JSON string (module_utils/server/argv.py config_text), which YAML reads as the same text
     key = next(json.loads(line.split(":", 1)[1]) for line in fh if line.startswith("api-key:"))
 req = urllib.request.Request(url.rstrip("/") + "/get_load", headers={"Authorization": "Bearer " + key})
 in_flight = sum(x["num_reqs"] for x in json.loads(urllib.request.urlopen(req, timeout=5).read().decode()))

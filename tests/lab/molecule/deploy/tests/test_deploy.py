@@ -66,7 +66,7 @@ def test_the_ct_got_the_hosts_userspace_driver_without_kernel_modules(host):
 
 
 def test_the_unit_runs_exactly_the_argv_the_module_built(host):
-    """One argv builder (module_utils/sglang_argv.server_argv) for the unit template and the module: systemd's parsed
+    """One argv builder (module_utils/server/argv.py server_argv) for the unit template and the module: systemd's parsed
     ExecStart, the module's launch record and the running process's command line are the same list."""
     import json
     state = json.loads(ct(host, "cat", "/var/lib/gpuserve-sglang/llama.state.json"))
