@@ -18,6 +18,8 @@ for c in podman runc mmdebstrap ssh-keygen newuidmap fuse-overlayfs slirp4netns 
   command -v "$c" >/dev/null || need_apt+=("$c")
 done
 [ -x /usr/sbin/sshd ] || need_apt+=(sshd)
+# logrotate: the sglang_server role's log rotation, run for real by tests/integration/test_log_rotation.py
+[ -x /usr/sbin/logrotate ] || need_apt+=(logrotate)
 if [ ${#need_apt[@]} -gt 0 ]; then
   pkgs=()
   for c in "${need_apt[@]}"; do

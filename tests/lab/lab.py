@@ -48,6 +48,8 @@ STATE = BUILD if SLOT == 0 else os.path.join(BUILD, "slot%d" % SLOT)
 SUITE = "bookworm"
 PACKAGES = ["systemd", "systemd-sysv", "dbus", "python3", "python3-apt", "iproute2", "procps",
             "openssh-server", "sudo", "ca-certificates", "less",
+            # logrotate: the sglang_server role's log rotation (Debian's default, priority important)
+            "logrotate",
             # PyYAML: the system python3 stands for the SGLang venv in role scenarios, and SGLang reads its
             # --config file (the API key) with yaml.safe_load
             "python3-yaml"]

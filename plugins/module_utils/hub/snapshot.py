@@ -27,7 +27,6 @@ from .files import (MANIFEST, PROGRESS, HubError, Progress, acquire_lock, check_
                     files_to_fetch, is_commit, manifest_matches, selected, unique_listing)
 
 
-
 class NotYet(Exception):
     """Check mode on a fresh host: the source cannot be read before the same run writes what it needs (the message
     says what would happen)."""

@@ -13,9 +13,10 @@ __metaclass__ = type
 
 from .rules import KINDS, REDACTED, TRACEBACK_TAIL, redact
 from .parser import LogParser
-from .reader import LogReadError, last_launch, parse_file, parse_log, parse_log_since, read_facts
+from .reader import (ROTATED, LogReadError, last_launch, launch_segments, open_copy, parse_file, parse_log,
+                     parse_log_since, read_facts, rotated_copies)
 
 __all__ = (
-    "KINDS", "LogParser", "LogReadError", "REDACTED", "TRACEBACK_TAIL", "last_launch", "parse_file", "parse_log",
-    "parse_log_since", "read_facts", "redact",
+    "KINDS", "LogParser", "LogReadError", "REDACTED", "ROTATED", "TRACEBACK_TAIL", "last_launch", "launch_segments",
+    "open_copy", "parse_file", "parse_log", "parse_log_since", "read_facts", "redact", "rotated_copies",
 )

@@ -10,8 +10,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import gzip
 import io
+import os
 import re
+
 from .parser import LogParser
 from .rules import _strip
 
@@ -53,14 +56,72 @@ def parse_log_since(text, since):
 _MARKER = re.compile(r"^# gpuserve launch ([0-9a-f]+) at (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 
 
-def last_launch(path):
-    """Where the last launch in a log file starts: {"offset", "id", "at", "by"} - after the last launch marker this
-    collection writes (by="marker"), or at a later ``server_args=`` line when SGLang started again without one (a
-    systemd restart after a crash: by="server_args"), else the start of the file (by="start"). Streams the file."""
+# logrotate's copytruncate copies the log to <log>.1 and truncates it in place (SGLang's file stays open for
+# appending, so it writes on at the new end); older copies move on to <log>.2, ... (compressed: <log>.2.gz with
+# delaycompress). A launch whose start was copied away is read from the copy that holds its marker, then the newer
+# copies, then the log; a copy is read only up to the launch's "ready" (the rest of it is what the server logged
+# while it served: with rotations going on, up to sglang_server_log_keep x the size), the log itself whole.
+ROTATED = ".1"
+COPIES = 20         # <log>.1 ... <log>.20 (or .gz) looked at, newest first
+
+
+def rotated_copies(path):
+    """The copies logrotate made of ``path`` that exist, newest first (<log>.1, <log>.2 or <log>.2.gz, ...)."""
+    out = []
+    for n in range(1, COPIES + 1):
+        for name in ("%s.%d" % (path, n), "%s.%d.gz" % (path, n)):
+            if os.path.isfile(name):
+                out.append(name)
+                break
+    return out
+
+
+def open_copy(name):
+    """A log or one of its copies, for reading bytes (a compressed copy decompressed as it is read)."""
+    return gzip.open(name, "rb") if name.endswith(".gz") else open(name, "rb")
+
+
+def _marker_ends_at(path, offset):
+    """Whether the line that ends at byte ``offset`` of ``path`` is one of this collection's launch markers."""
+    if offset <= 0:
+        return False
+    start = max(0, offset - 256)
+    try:
+        with open_copy(path) as fh:
+            fh.seek(start)
+            chunk = fh.read(offset - start)
+    except (IOError, OSError, EOFError):
+        return False
+    if len(chunk) != offset - start or not chunk.endswith(b"\n"):
+        return False
+    return bool(_MARKER.match(chunk[:-1].rsplit(b"\n", 1)[-1].decode("utf-8", "replace")))
+
+
+def launch_segments(path, offset, until=None):
+    """Where the launch that starts at byte ``offset`` of ``path`` (after its marker) is now, as [(file, start, end)]
+    and how: "here" (the log holds it), "rotated" (logrotate copied its start away: read from the copy that holds its
+    marker, then the newer copies and the log from their first byte - unless ``until`` ends it inside the copy), "truncated" (shorter
+    than the offset and no copy holds it: what is left, from the start) or "offset" (no marker there: read from the
+    offset, as asked)."""
+    if offset and not _marker_ends_at(path, offset):
+        copies = rotated_copies(path)
+        for k, copy in enumerate(copies):
+            if _marker_ends_at(copy, offset):
+                if until is not None:
+                    return [(copy, offset, until)], "rotated"
+                newer = [(c, 0, None) for c in reversed(copies[:k])]
+                return [(copy, offset, None)] + newer + [(path, 0, None)], "rotated"
+    size = os.path.getsize(path)
+    if offset and size < offset:
+        return [(path, 0, None)], "truncated"
+    return [(path, offset, until)], "here" if not offset or _marker_ends_at(path, offset) else "offset"
+
+
+def _last_marker(path):
     found = {"offset": 0, "id": None, "at": None, "by": "start"}
     starts = 0
     pos = 0
-    with open(path, "rb") as fh:
+    with open_copy(path) as fh:
         for raw in fh:
             if raw.startswith(b"# gpuserve launch "):
                 m = _MARKER.match(raw.decode("utf-8", "replace"))
@@ -75,25 +136,44 @@ def last_launch(path):
     return found
 
 
+def last_launch(path):
+    """Where the last launch in a log file starts: {"offset", "id", "at", "by"} - after the last launch marker this
+    collection writes (by="marker"), or at a later ``server_args=`` line when SGLang started again without one (a
+    systemd restart after a crash: by="server_args"), else the start of the file (by="start"). A log rotated while
+    its launch served holds neither: then the launch is the last one of the newest copy that holds a marker
+    (by="marker", rotated=True, copy=its name; parse_file with that offset reads it there and on in the log). Streams
+    the file."""
+    found = _last_marker(path)
+    if found["by"] == "start":
+        for copy in rotated_copies(path):
+            before = _last_marker(copy)
+            if before["by"] == "marker":
+                return dict(before, rotated=True, copy=copy)
+    return found
+
+
 def parse_file(path, offset=0, encoding="utf-8", until=None):
     """Stream a log file from byte ``offset`` (to byte ``until``: one launch of several); memory does not depend on
-    the file's length."""
+    the file's length. A launch whose start logrotate copied away is read from the copy and on in the log
+    (``log_rotated``); a log shorter than the offset that no copy explains is read from its start
+    (``log_truncated``)."""
     parser = LogParser()
-    with open(path, "rb") as fh:
-        fh.seek(0, 2)
-        size = fh.tell()
-        truncated = bool(offset) and size < offset
-        fh.seek(0 if truncated else offset)
-        pos = 0 if truncated else offset
-        for raw in fh:
-            if until is not None and not truncated and pos >= until:
-                break
-            pos += len(raw)
-            parser.feed(raw.decode(encoding, "replace"))
+    segments, how = launch_segments(path, offset, until)
+    for name, start, end in segments:
+        copy = name != path
+        with open_copy(name) as fh:
+            fh.seek(start)
+            pos = start
+            for raw in fh:
+                if (end is not None and pos >= end) or (copy and parser.ready):
+                    break
+                pos += len(raw)
+                parser.feed(raw.decode(encoding, "replace"))
     res = parser.result()
     res["stale"] = parser.lines == 0
-    res["log_truncated"] = truncated
-    res["end_offset"] = size
+    res["log_truncated"] = how == "truncated"
+    res["log_rotated"] = how == "rotated"
+    res["end_offset"] = os.path.getsize(path)
     return res
 
 

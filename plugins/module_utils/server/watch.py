@@ -14,12 +14,17 @@ import json
 import time
 
 from ..host import write_json
-from ..logs import LogParser, redact
+from ..logs import ROTATED, LogParser, launch_segments, open_copy, redact
 from .process import LOG_TAIL_LINES, http_get, pid_alive
 
 
 class _Tail(object):
-    """Incrementally read a log from an offset into a LogParser, keeping a bounded tail."""
+    """Incrementally read a log from an offset into a LogParser, keeping a bounded tail. It follows logrotate's
+    copytruncate: a launch whose start was copied away before the tail began is read from that copy first; a rotation
+    while it reads is seen by the log's end before the tail's position, or by the bytes just before it no longer
+    being the ones it read (a truncated log that grew again), and the rest of the copy is read before the log."""
+
+    GUARD = 64      # bytes before the position remembered, to see a truncated log that grew past it again
 
     def __init__(self, path, offset):
         self.path = path
@@ -27,21 +32,73 @@ class _Tail(object):
         self.parser = LogParser()
         self.partial = b""
         self.tail = []
+        self.seen = b""
+        self.copies = []            # [(copy, offset)] to read first, oldest first
+        try:
+            segments, how = launch_segments(path, offset)
+        except (IOError, OSError):
+            return
+        if how == "rotated":
+            self.copies = [(name, start) for name, start, _end in segments if name != path]
+            self.offset = 0
+
+    def _read_copies(self):
+        """The next bytes of the copies the launch began in; a copy is left once the launch is ready (the rest of it
+        is what the server logged while it served), or at its end."""
+        while self.copies:
+            name, pos = self.copies[0]
+            if self.parser.ready:
+                self.copies.pop(0)
+                self.partial = b""          # a piece of a serving line of the copy left
+                continue
+            with open_copy(name) as old:
+                old.seek(pos)
+                data = old.read(1 << 20)
+            if data:
+                self.copies[0] = (name, pos + len(data))
+                return data
+            self.copies.pop(0)
+        return b""
+
+    def _read(self):
+        data = self._read_copies()
+        if data:
+            return data, True
+        with open(self.path, "rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            data = b""
+            if size < self.offset or (self.seen and self._moved(fh)):
+                data = self._copied_away()      # rotated (copied away, then truncated), replaced or truncated
+                self.offset = 0
+                self.seen = b""
+            fh.seek(self.offset)
+            more = fh.read(8 << 20)
+        self.offset += len(more)
+        self.seen = (self.seen + more)[-self.GUARD:]
+        return data + more, False
+
+    def _moved(self, fh):
+        fh.seek(self.offset - len(self.seen))
+        return fh.read(len(self.seen)) != self.seen
 
     def poll(self):
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(0, 2)
-                size = fh.tell()
-                if size < self.offset:      # replaced or truncated under us: start over
-                    self.offset = 0
-                fh.seek(self.offset)
-                data = fh.read(8 << 20)
-                self.offset += len(data)
-        except (IOError, OSError):
-            return False
-        if not data:
-            return False
+        """Read what is new (the copies the launch began in first, all of them in this call); False when nothing
+        was."""
+        read = False
+        while True:
+            try:
+                data, from_copy = self._read()
+            except (IOError, OSError, EOFError):
+                return read
+            if not data:
+                return read
+            read = True
+            self._feed(data, from_copy)
+            if not from_copy:
+                return True
+
+    def _feed(self, data, from_copy=False):
         data = self.partial + data
         lines = data.split(b"\n")
         self.partial = lines.pop()
@@ -49,9 +106,29 @@ class _Tail(object):
             line = raw.decode("utf-8", "replace")
             self.parser.feed(line)
             self.tail.append(redact(line.rstrip("\r"))[-400:])
+            if from_copy and self.parser.ready:     # the rest of this copy is what the server logged serving
+                self.partial = b""
+                self.copies.pop(0)
+                break
         if len(self.tail) > LOG_TAIL_LINES:
             del self.tail[:-LOG_TAIL_LINES]
-        return True
+
+    def _copied_away(self):
+        """What logrotate's copytruncate copied to <log>.1 after the part already read (the copy holds the log as it
+        was, so the same offset); b"" when there is no such copy (the log was replaced or truncated)."""
+        try:
+            with open(self.path + ROTATED, "rb") as old:
+                old.seek(0, 2)
+                if old.tell() < self.offset:
+                    return b""
+                if self.seen:
+                    old.seek(self.offset - len(self.seen))
+                    if old.read(len(self.seen)) != self.seen:
+                        return b""          # not the copy of what was read
+                old.seek(self.offset)
+                return old.read(8 << 20)
+        except (IOError, OSError):
+            return b""
 
     def flush(self):
         if self.partial:

@@ -85,7 +85,8 @@ def test_the_unit_is_hardened(host):
 
 
 def test_log_has_this_launch_marker_then_the_ready_line(host):
-    log = ct(host, "cat", "/var/log/sglang/llama.log")
+    # the side effect rotated the log while llama served: its launch begins in the copy and goes on in the log
+    log = ct(host, "cat", "/var/log/sglang/llama.log.1", "/var/log/sglang/llama.log")
     marker = [i for i, line in enumerate(log.splitlines()) if line.startswith("# gpuserve launch ")]
     assert marker and "The server is fired up and ready to roll!" in "\n".join(log.splitlines()[marker[-1]:])
 
@@ -95,3 +96,14 @@ def test_the_failed_launch_is_stopped_not_crash_looping(host):
     assert "ActiveState=inactive" in state.splitlines() or "ActiveState=failed" in state.splitlines()
     log = ct(host, "cat", "/var/log/sglang/llama-oom.log")
     assert "Not enough memory. Please try to increase --mem-fraction-static" in log
+
+
+def test_the_log_is_rotated_by_logrotate_with_copytruncate_and_the_copy_holds_the_launch(host):
+    """#47 item 5: the role's /etc/logrotate.d file (the side effect ran the real logrotate with it while llama
+    served); the copy, <log>.1, is plain text and holds the launch's marker, the log goes on after it."""
+    conf = ct(host, "cat", "/etc/logrotate.d/sglang-llama")
+    assert "/var/log/sglang/llama.log {" in conf and "copytruncate" in conf and "delaycompress" in conf
+    state = json.loads(ct(host, "cat", "/var/lib/gpuserve-sglang/llama.state.json"))
+    copy = ct(host, "cat", "/var/log/sglang/llama.log.1")
+    assert "# gpuserve launch %s" % state["launch_id"] in copy
+    assert ct(host, "stat", "-c", "%a %U", "/etc/logrotate.d/sglang-llama").split() == ["644", "root"]
