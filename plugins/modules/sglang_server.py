@@ -173,6 +173,18 @@ options:
     type: bool
     default: true
     version_added: 0.8.0
+  metrics_file:
+    description:
+      - Write the plan next to reality for Prometheus to this file (the exposition format, for the node exporter's
+        textfile collector, e.g. C(/var/lib/prometheus/node-exporter/gpuserve_sglang_<name>.prom)) whenever the
+        server is ready - after a launch and at each look at a ready server - replaced atomically, mode 0644.
+      - Families (label C(server)) C(gpuserve_sglang_planned_max_total_num_tokens),
+        C(gpuserve_sglang_max_total_num_tokens), C(gpuserve_sglang_plan_ratio), C(gpuserve_sglang_plan_tolerance),
+        C(gpuserve_sglang_plan_within_tolerance) (with O(plan_max_total_num_tokens)),
+        C(gpuserve_sglang_mem_fraction_static) and C(gpuserve_sglang_plan_written_timestamp_seconds).
+      - Not written in check mode. A write that fails is a warning; the server serves on.
+    type: path
+    version_added: 0.11.0
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 seealso:

@@ -80,7 +80,7 @@ def test_the_roles_logrotate_config_rotates_a_launch_mid_start_up_and_while_serv
     record = json.loads(open(os.path.join(server["state_dir"], server["name"] + ".state.json")).read())
 
     # while it serves: traffic, then a second rotation (the previous copy is compressed: delaycompress)
-    for _ in range(3):
+    for _request in range(3):
         run_module("ansible.builtin.uri", {"url": "http://127.0.0.1:%d/health_generate" % server["port"]})
     with open(log, "a") as fh:
         fh.write("[2026-12-03 13:01:43] Decode batch. #running-req: 1, #token: 64, token usage: 0.00\n" * 40)

@@ -525,3 +525,26 @@ def test_a_misspelt_argument_is_refused_by_sglangs_own_parser_and_the_running_se
     assert "argument --speculative-algorithm: invalid choice: 'MTP'" in choice["failure"]["message"]
     again = run_module(M, scen(server, "ready_tp1_dense"))
     assert again["changed"] is False and again["pid"] == first["pid"]
+
+
+def test_the_plan_next_to_reality_is_written_for_prometheus_at_each_ready_and_not_in_check_mode(server, tmp_path):
+    """#48 item 1 (part): metrics_file gets the planned and SGLang's KV tokens after a launch, again at a look at the
+    ready server (its time moves on), and not in check mode; a file that cannot be written is a warning only."""
+    prom = tmp_path / "textfile" / "gpuserve_sglang_t.prom"
+    prom.parent.mkdir()
+    a = scen(server, "ready_tp1_dense", plan_max_total_num_tokens=207346, metrics_file=str(prom))
+    look = run_module(M, a, check=True)
+    assert look["status"] == "would_start" and not prom.exists()
+    r = run_module(M, a)
+    assert r["status"] == "ready", r.get("msg")
+    first = prom.read_text()
+    assert 'gpuserve_sglang_planned_max_total_num_tokens{server="%s"} 207346\n' % server["name"] in first
+    assert 'gpuserve_sglang_max_total_num_tokens{server="%s"} 207346\n' % server["name"] in first
+    assert 'gpuserve_sglang_plan_within_tolerance{server="%s"} 1\n' % server["name"] in first
+    assert oct(os.stat(str(prom)).st_mode & 0o777) == "0o644"
+    time.sleep(1.1)
+    again = run_module(M, a)
+    assert again["changed"] is False and prom.read_text() != first      # rewritten at the look: its time moved
+    bad = run_module(M, dict(a, metrics_file=str(tmp_path / "missing-dir" / "x.prom")))
+    assert bad["status"] == "ready" and bad.get("failed") is not True
+    assert any("metrics_file=" in w and "could not be written" in w for w in bad.get("warnings", [])), bad

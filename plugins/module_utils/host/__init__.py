@@ -16,10 +16,11 @@ from .nvidia import (LIB_DIRS, SMI_ARGV, dkms_has_module, gpu_facts, gpus_proble
                      parse_proc_devices, parse_smi_csv, policy_versions, read_node, select_gpus, userspace_versions)
 from .layout import LayoutError, System, run
 from .gpus import GpuReadError, read_gpus, read_node_facts
+from .outcome import Failed
 
 __all__ = (
-    "GpuReadError", "LIB_DIRS", "LayoutError", "SMI_ARGV", "System", "dkms_has_module", "gpu_facts", "gpus_problem",
-    "has_control", "headers_packages", "parse_os_release", "parse_proc_devices", "parse_smi_csv", "policy_versions",
-    "read_gpus", "read_json", "read_node", "read_node_facts", "run", "secret_problem", "select_gpus",
-    "userspace_versions", "write_json", "write_private",
+    "Failed", "GpuReadError", "LIB_DIRS", "LayoutError", "SMI_ARGV", "System", "dkms_has_module", "gpu_facts",
+    "gpus_problem", "has_control", "headers_packages", "parse_os_release", "parse_proc_devices", "parse_smi_csv",
+    "policy_versions", "read_gpus", "read_json", "read_node", "read_node_facts", "run", "secret_problem",
+    "select_gpus", "userspace_versions", "write_json", "write_private",
 )

@@ -16,7 +16,7 @@ import pwd
 import re
 import shutil
 
-from ..host import secret_problem
+from ..host import Failed, secret_problem
 from .files import MANIFEST, PROGRESS, HubError, is_commit, repo_id_problem, revision_problem
 from .snapshot import NotYet, read_token, repair_owner, snapshot
 from .sources import AutoHub, Hub, LibraryHub, LocalSource, RsyncSource
@@ -54,11 +54,8 @@ MUTUALLY_EXCLUSIVE = [["token", "token_file"], ["source_dir", "source_host"]]
 REQUIRED_IF = [["downloader", "huggingface_hub", ["python"]]]
 
 
-class SnapshotFailed(Exception):
-    def __init__(self, msg, result):
-        super(SnapshotFailed, self).__init__(msg)
-        self.msg = msg
-        self.result = result
+class SnapshotFailed(Failed):
+    """hf_snapshot refused or failed: ``msg`` and ``result``."""
 
 
 class SnapshotManager(object):

@@ -13,6 +13,7 @@ __metaclass__ = type
 import json
 import os
 
+from ..host import Failed
 from .chart import replay_mismatch
 from .memory import plan
 from .model import PlanError, gpus_from_profile
@@ -41,11 +42,8 @@ PLAN_ARGUMENT_SPEC = dict(
 )
 
 
-class PlanRefused(Exception):
-    def __init__(self, msg, result=None):
-        super(PlanRefused, self).__init__(msg)
-        self.msg = msg
-        self.result = result or {}
+class PlanRefused(Failed):
+    """The plan says the launch would fail, or the model or the args cannot be planned: ``msg`` and the plan's facts."""
 
 
 def table(rows):

@@ -20,6 +20,7 @@ import os
 import re
 import stat
 
+from ..host import Failed
 from .conf import (CONFIG_LOCK_DIR, PveConfError, backup_config, line_owner, locked_problem, open_nodes_argv, parse,
                    pending_over_devices, pending_problem, plan_devices, raw_device_lines, set_options, set_raw_lines,
                    take_config_lock, vmid_problem)
@@ -49,11 +50,8 @@ CONF_ARGUMENT_SPEC = dict(
 )
 
 
-class ConfFailed(Exception):
-    def __init__(self, msg, result):
-        super(ConfFailed, self).__init__(msg)
-        self.msg = msg
-        self.result = result
+class ConfFailed(Failed):
+    """pve_lxc or pve_lxc_conf refused or failed: ``msg`` and ``result``."""
 
 
 def rdev(path):

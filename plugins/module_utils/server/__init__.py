@@ -27,16 +27,18 @@ from .group import (connect, dist_init_addr, group_layout, group_status, interfa
                     rank_mismatches, restart_command, serving)
 from .router import (RouterClient, RouterError, normalize_url, reconcile, router_argv, router_problems,
                      worker_url_problem)
+from .metrics import FAMILIES as PLAN_METRICS, plan_metrics, write_plan_metrics
 
 __all__ = (
-    "ARGUMENT_SPEC", "ArgvError", "LastGood", "NAMESPACING", "REQUIRED_IF", "RouterClient", "RouterError",
-    "SECRET_ARGS", "ServerFailed", "ServerManager", "args_from_argv", "check_args", "config_hash", "config_text",
-    "connect", "control_problems", "dist_init_addr", "environment_file", "exec_failure", "failure_message",
-    "group_layout", "group_status", "helper_rank", "http_get", "interface_to", "is_loopback", "keep_running", "launch",
-    "launch_facts", "listen", "load_salt", "local_url", "manifest_digest", "normalize_url", "owned_by", "pid_alive",
-    "plan_vs_actual", "port_conflict", "port_in_use_failure", "port_owner", "rank_mismatches", "read_launch_record",
-    "reconcile", "restart_command", "router_argv", "router_problems", "secret_digest", "secret_values", "server_argv",
-    "server_info", "serving", "state_path", "stop", "systemctl", "systemd_exec_line", "systemd_start", "unit_journal",
-    "unit_name_problems", "unit_show", "unit_value", "validate_args", "watch", "worker_url_problem", "write_progress",
-    "write_secret_config", "write_state",
+    "ARGUMENT_SPEC", "ArgvError", "LastGood", "NAMESPACING", "PLAN_METRICS", "REQUIRED_IF", "RouterClient",
+    "RouterError", "SECRET_ARGS", "ServerFailed", "ServerManager", "args_from_argv", "check_args", "config_hash",
+    "config_text", "connect", "control_problems", "dist_init_addr", "environment_file", "exec_failure",
+    "failure_message", "group_layout", "group_status", "helper_rank", "http_get", "interface_to", "is_loopback",
+    "keep_running", "launch", "launch_facts", "listen", "load_salt", "local_url", "manifest_digest", "normalize_url",
+    "owned_by", "pid_alive", "plan_metrics", "plan_vs_actual", "port_conflict", "port_in_use_failure", "port_owner",
+    "rank_mismatches", "read_launch_record", "reconcile", "restart_command", "router_argv", "router_problems",
+    "secret_digest", "secret_values", "server_argv", "server_info", "serving", "state_path", "stop", "systemctl",
+    "systemd_exec_line", "systemd_start", "unit_journal", "unit_name_problems", "unit_show", "unit_value",
+    "validate_args", "watch", "worker_url_problem", "write_plan_metrics", "write_progress", "write_secret_config",
+    "write_state",
 )

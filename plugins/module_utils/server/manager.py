@@ -19,13 +19,14 @@ __metaclass__ = type
 import grp
 import os
 
-from ..host import read_json, secret_problem, write_private
+from ..host import Failed, read_json, secret_problem, write_private
 from .argv import SECRET_ARGS, ArgvError, config_text, helper_rank, is_loopback, local_url, server_argv
 from .change import LastGood, check_args
 from .process import (config_hash, failure_message, http_get, keep_running, launch, load_salt, owned_by, pid_alive,
                       plan_vs_actual, port_conflict, port_in_use_failure, port_owner, secret_digest, stop,
                       write_secret_config, write_state)
 from .systemd import NAMESPACING, environment_file, exec_failure, systemctl, systemd_start, unit_journal, unit_show
+from .metrics import write_plan_metrics
 from .watch import launch_facts, server_info, watch
 
 ARGUMENT_SPEC = dict(
@@ -57,17 +58,13 @@ ARGUMENT_SPEC = dict(
     check_args=dict(type="bool", default=True),
     unit_file=dict(type="path"),
     restore=dict(type="bool", default=True),
+    metrics_file=dict(type="path"),
 )
 REQUIRED_IF = [("state", "started", ("python", "model_path")), ("state", "restarted", ("python", "model_path"))]
 
 
-class ServerFailed(Exception):
+class ServerFailed(Failed):
     """A refusal or a failed launch: ``msg`` for the operator, ``result`` with the facts (failure, argv, ...)."""
-
-    def __init__(self, msg, result):
-        super(ServerFailed, self).__init__(msg)
-        self.msg = msg
-        self.result = result
 
 
 def secret_values(args):
@@ -326,12 +323,19 @@ class ServerManager(object):
 
     def compare_with_plan(self, info):
         """plan_vs_actual in the result whenever the server is ready and a plan was given (a re-run that changes
-        nothing too: a plan that no longer matches the server is said every run), its warning as text."""
+        nothing too: a plan that no longer matches the server is said every run), its warning as text; with
+        ``metrics_file`` the same numbers for Prometheus (not in check mode, which writes nothing)."""
         record, warning = plan_vs_actual(self.p["plan_max_total_num_tokens"], info, self.p["plan_tolerance"])
         if record is not None:
             self.result["plan_vs_actual"] = record
         if warning:
             self.warnings.append(warning)
+        if self.p["metrics_file"] and not self.check_mode:
+            try:
+                write_plan_metrics(self.p["metrics_file"], self.name, record, (info or {}).get("mem_fraction_static"))
+            except (IOError, OSError) as exc:
+                self.warnings.append("metrics_file=%s could not be written: %s (the server serves; Prometheus does "
+                                     "not see the plan)" % (self.p["metrics_file"], exc))
 
     def restore_last_good(self, failed):
         """Put back the unit, env and config files of the last launch that was ready, start it and watch it; the

@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import time
 
-from ..host import write_json
+from ..host import Failed, write_json
 from .uv import (VERIFY_CODE, BuildProgress, SealError, build_id, decide, gpu_view, imports_fingerprint, install_steps,
                  parse_lock, parse_verify, prune, read_imports_cache, read_marker, run_streaming, seal, tool_problem,
                  write_imports_cache, write_marker)
@@ -61,11 +61,8 @@ ARGUMENT_SPEC = dict(
 )
 
 
-class VenvFailed(Exception):
-    def __init__(self, msg, result):
-        super(VenvFailed, self).__init__(msg)
-        self.msg = msg
-        self.result = result
+class VenvFailed(Failed):
+    """uv_venv refused or failed: ``msg`` and the result so far."""
 
 
 class _Done(Exception):

@@ -102,6 +102,29 @@ def test_chat_completions_answer_directly_and_through_the_router(host):
     assert ct(host, "python3", "-c", CHAT, "30080", "-", "0").startswith("401")
 
 
+# run inside the CT as `python3 -c GET <port> <path>`: the body of a GET without a key
+GET = ("import sys, urllib.request\n"
+       "print(urllib.request.urlopen('http://127.0.0.1:%s%s' % (sys.argv[1], sys.argv[2]), timeout=30).read().decode())\n")
+FAMILIES = ("sglang:max_total_num_tokens", "sglang:num_used_tokens", "sglang:token_usage", "sglang:num_running_reqs",
+            "sglang:num_queue_reqs")
+
+
+def test_sglangs_own_metrics_and_the_plan_sit_side_by_side(host):
+    """#48 item 1 (part): sglang_server_metrics (the lab profile) launches the real 0.5.9 with --enable-metrics; its
+    /metrics answers without the key, as 0.5.9's auth serves it, with the pool and queue families; the role's text file
+    for the node exporter beside it holds the plan's KV tokens and SGLang's, the same 8192."""
+    assert "--enable-metrics" in ct(host, "systemctl", "show", "-p", "ExecStart", "--value", UNIT)
+    text = ct(host, "python3", "-c", GET, "30000", "/metrics")
+    samples = dict(re.match(r"^(sglang:[a-z_]+)\{[^}]*\} (\S+)$", line).groups() for line in text.splitlines()
+                   if re.match(r"^sglang:[a-z_]+\{[^}]*\} \S+$", line))
+    assert set(FAMILIES) <= set(samples), sorted(samples)
+    assert float(samples["sglang:max_total_num_tokens"]) == 8192
+    prom = ct(host, "cat", "/var/lib/prometheus/node-exporter/gpuserve_sglang_tiny.prom")
+    assert 'gpuserve_sglang_planned_max_total_num_tokens{server="tiny"} 8192' in prom
+    assert 'gpuserve_sglang_max_total_num_tokens{server="tiny"} 8192' in prom
+    assert 'gpuserve_sglang_plan_within_tolerance{server="tiny"} 1' in prom
+
+
 def test_the_seeds_error_for_real_named_restored_and_diagnosed(host):
     """A fraction too small: the real 0.5.9 dies of 'Not enough memory' (the seed's error); the module reads it from
     the launch's own log, puts the last good configuration back (serving again), and diagnose.yml replays the failed
