@@ -179,15 +179,16 @@ def debian_image():
 def pvehost_image(base):
     src = os.path.join(HERE, "pvehost")
     # shared with the collection and the integration tests: the config parser, the API fake and its schema
-    shared = [os.path.join(ROOT, "plugins", "module_utils", "pve_conf.py"),
-              os.path.join(ROOT, "tests", "integration", "pve_fake.py"),
-              os.path.join(ROOT, "tests", "fixtures", "pve_api", "pve9-lxc.json")]
+    # (the config parser is the package pve's conf.py, standard library only: copied in as pve_conf.py)
+    shared = [(os.path.join(ROOT, "plugins", "module_utils", "pve", "conf.py"), "pve_conf.py"),
+              (os.path.join(ROOT, "tests", "integration", "pve_fake.py"), "pve_fake.py"),
+              (os.path.join(ROOT, "tests", "fixtures", "pve_api", "pve9-lxc.json"), "pve9-lxc.json")]
     files = sorted(os.listdir(src))
     parts = [base]
     for name in files:
         with open(os.path.join(src, name), "rb") as fh:
             parts += [name, fh.read()]
-    for path in shared:
+    for path, _name in shared:
         with open(path, "rb") as fh:
             parts.append(fh.read())
     tag = "localhost/gpuserve-lab/pvehost:%s" % digest(*parts)
@@ -196,8 +197,8 @@ def pvehost_image(base):
         ctx = os.path.join(BUILD, "pvehost-context")
         shutil.rmtree(ctx, ignore_errors=True)
         shutil.copytree(src, ctx)
-        for path in shared:
-            shutil.copy(path, ctx)
+        for path, name in shared:
+            shutil.copy(path, os.path.join(ctx, name))
         podman("build", "--quiet", "--network=host", "--build-arg", "BASE=" + base, "-t", tag, "-f",
                os.path.join(ctx, "Containerfile"), ctx, stdout=subprocess.DEVNULL)
     podman("tag", tag, "localhost/gpuserve-lab/pvehost:latest")
