@@ -479,7 +479,6 @@ EXAMPLES = r"""
 #       proxmox_vmid: 129
 """
 
-import copy
 import shlex
 import time
 
@@ -488,6 +487,7 @@ from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 from ansible.plugins.connection.ssh import Connection as SshConnection
 from ansible.utils.display import Display
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils.connection_options import register_ssh_based
 
 display = Display()
 
@@ -501,46 +501,10 @@ OWN_OPTIONS = {
 }
 
 
-# The ansible-core minor releases whose config manager this hook was tested on (CI installs requirements-dev.txt's);
-# on any other release the hook stays out of the way and the loader parses DOCUMENTATION, as for any plugin.
-TESTED_CORE = ((2, 19),)
-_CONFIG_METHODS = ("has_configuration_definition", "get_configuration_definitions",
-                   "initialize_plugin_configuration_definitions")
-
-
-def core_version():
-    """(major, minor) of the running ansible-core."""
-    from ansible.release import __version__ as version
-    return tuple(int(x) for x in version.split(".")[:2])
-
-
 def register_options(config=None, version=None):
-    """Give Ansible's config manager this plugin's options before its plugin loader parses DOCUMENTATION for them;
-    True when it did.
-
-    Ansible runs every task in a forked worker that loads the task's connection plugin again; for a collection's
-    plugin it parses the plugin's DOCUMENTATION (about 18 kB here, ssh's options copied) to learn its options - 20
-    to 45 ms in every container task, about half of the worker's time in a task that runs no module (measured on the
-    lab). ansible-playbook has already parsed ansible.builtin.ssh's own documentation in the parent process (it
-    preloads its built-in connection plugins), so the same options are taken from there and this plugin's two added,
-    in microseconds; the loader then finds the definitions present and skips the parse. The config manager's methods
-    are not a public API: this runs only on an ansible-core release it was tested on (TESTED_CORE) whose manager has
-    them, and only when ssh's are loaded; otherwise nothing is registered and the loader parses DOCUMENTATION."""
-    config = C.config if config is None else config
-    if (version or core_version()) not in TESTED_CORE or not all(hasattr(config, m) for m in _CONFIG_METHODS):
-        return False
-    if not config.has_configuration_definition("connection", "ssh"):
-        return False
-    # a new mapping of option name to definition: ssh's definitions themselves are shared, not copied (the config
-    # manager only reads them; a deep copy of their tagged values costs more than the parse it saves)
-    defs = dict(config.get_configuration_definitions("connection", "ssh"))
-    defs.update(copy.deepcopy(OWN_OPTIONS))
-    # the loader keys the definitions by the name it resolved: ansible-core 2.19 uses the Python module name
-    # (ansible_collections.gpuserve.sglang.plugins.connection.pct), earlier releases the FQCN
-    for name in (__name__, NAME):
-        if not config.has_configuration_definition("connection", name):
-            config.initialize_plugin_configuration_definitions("connection", name, defs)
-    return True
+    """This plugin's options given to Ansible's config manager before the loader parses DOCUMENTATION for them, on a
+    tested ansible-core only (plugin_utils/connection_options.py says why and how); True when it did."""
+    return register_ssh_based(C.config if config is None else config, (__name__, NAME), OWN_OPTIONS, version)
 
 
 register_options()

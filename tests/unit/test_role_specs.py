@@ -297,13 +297,14 @@ def test_the_pct_config_hook_runs_only_on_a_tested_ansible_core_with_the_methods
     loader may use; on another release, or a manager without those methods, or before ssh's options are loaded, it
     registers nothing and the loader parses DOCUMENTATION (the test above checks that path gives the same options)."""
     mod = load_plugin("connection", "pct", "pct_conn_hook")
-    assert mod.core_version() in mod.TESTED_CORE, "ansible-core %s.%s: test the hook on it, then add it" % (
-        mod.core_version())
+    hook = load_plugin("plugin_utils", "connection_options", "pct_conn_hook_options")
+    assert hook.core_version() in hook.TESTED_CORE, "ansible-core %s.%s: test the hook on it, then add it" % (
+        hook.core_version())
     fake = _FakeConfig()
-    assert mod.register_options(fake, version=mod.TESTED_CORE[0]) is True
+    assert mod.register_options(fake, version=hook.TESTED_CORE[0]) is True
     for name in ("pct_conn_hook", mod.NAME):
         assert set(fake.defs[("connection", name)]) == {"host", "vmid", "proxmox_become_method"}
-    refused = ((_FakeConfig(), (2, 99)), (_FakeConfig(), (2, 18)), (_FakeConfig(with_ssh=False), mod.TESTED_CORE[0]))
+    refused = ((_FakeConfig(), (2, 99)), (_FakeConfig(), (2, 18)), (_FakeConfig(with_ssh=False), hook.TESTED_CORE[0]))
     for config, version in refused:
         assert mod.register_options(config, version=version) is False
         assert set(config.defs) <= {("connection", "ssh")}
@@ -312,4 +313,4 @@ def test_the_pct_config_hook_runs_only_on_a_tested_ansible_core_with_the_methods
         has_configuration_definition = _FakeConfig.has_configuration_definition
         get_configuration_definitions = _FakeConfig.get_configuration_definitions
         defs = {("connection", "ssh"): {}}
-    assert mod.register_options(NoInit(), version=mod.TESTED_CORE[0]) is False
+    assert mod.register_options(NoInit(), version=hook.TESTED_CORE[0]) is False
