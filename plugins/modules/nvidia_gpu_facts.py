@@ -80,6 +80,21 @@ options:
   dkms_version:
     description: With O(node), ask C(dkms status -m nvidia -v <this>) (bounded by O(timeout)) for the newest kernel.
     type: str
+  metrics_file:
+    description:
+      - Write the node's GPUs for Prometheus to this file (the exposition format, for the node exporter's textfile
+        collector, e.g. C(/var/lib/prometheus/node-exporter/gpuserve_nvidia.prom)), replaced atomically, mode 0644;
+        not in check mode.
+      - Families (label C(node)) C(gpuserve_nvidia_state) (label C(state), 1 for the current one),
+        C(gpuserve_nvidia_gpus), C(gpuserve_nvidia_gpu_memory_total_bytes) and C(gpuserve_nvidia_gpu_memory_used_bytes)
+        (labels C(gpu), C(uuid), C(name)), C(gpuserve_nvidia_gpus_lost), C(gpuserve_nvidia_gpu_lost) (label
+        C(pci_bus_id)) and C(gpuserve_nvidia_driver_mismatch).
+    type: path
+    version_added: 0.12.0
+  metrics_node:
+    description: The C(node) label of O(metrics_file) (default the host's name).
+    type: str
+    version_added: 0.12.0
   require:
     description:
       - C(none) reports any state; C(driver) fails unless a driver answers (GPUs or not);
@@ -196,9 +211,11 @@ lost_gpus:
   version_added: 0.7.0
 """
 
+import platform
+
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.host import (LIB_DIRS, GpuReadError, read_gpus,
-                                                                           read_node_facts)
+from ansible_collections.gpuserve.sglang.plugins.module_utils.host import (LIB_DIRS, GpuReadError, gpu_metrics,
+                                                                           read_gpus, read_node_facts, write_textfile)
 
 
 def main():
@@ -217,6 +234,7 @@ def main():
             lib_dirs=dict(type="list", elements="path", default=list(LIB_DIRS)),
             dkms_binary=dict(type="path", default="/usr/sbin/dkms"),
             dkms_version=dict(type="str"),
+            metrics_file=dict(type="path"), metrics_node=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -233,6 +251,8 @@ def main():
                                              p["timeout"])
     except GpuReadError as exc:
         module.fail_json(msg=str(exc))
+    if p["metrics_file"] and not module.check_mode:
+        write_textfile(p["metrics_file"], gpu_metrics(p["metrics_node"] or platform.node(), facts))
     wanted = {"driver": ("ok", "no_gpu"), "gpu": ("ok",)}.get(p["require"])
     if wanted and facts["state"] not in wanted:
         module.fail_json(msg="require=%s: %s (%s). %s" % (p["require"], facts["message"], facts["state"], facts["hint"]),

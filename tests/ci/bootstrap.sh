@@ -18,7 +18,7 @@ for c in podman runc mmdebstrap ssh-keygen newuidmap fuse-overlayfs slirp4netns 
   command -v "$c" >/dev/null || need_apt+=("$c")
 done
 [ -x /usr/sbin/sshd ] || need_apt+=(sshd)
-# logrotate: the sglang_server role's log rotation, run for real by tests/integration/test_log_rotation.py
+# logrotate: the sglang_server role's log rotation, run for real by tests/integration/test_logrotate_real.py
 [ -x /usr/sbin/logrotate ] || need_apt+=(logrotate)
 if [ ${#need_apt[@]} -gt 0 ]; then
   pkgs=()

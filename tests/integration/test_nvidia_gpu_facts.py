@@ -164,3 +164,25 @@ def test_a_gpu_fallen_off_the_bus_is_named_with_its_device_and_require_gpu_fails
     assert failed["failed"] is True
     assert failed["msg"].startswith("require=gpu: GPU 0000:c1:00.0 lost: Unable to determine the device handle for "
                                     "GPU0000:C1:00.0: Unknown Error (gpu_lost). The GPU stopped answering"), failed["msg"]
+
+
+def test_the_nodes_gpus_are_written_for_prometheus_and_not_in_check_mode(tmp_path):
+    """#48 item 1 (part): metrics_file, through Ansible with the nvidia-smi stand-in: the state, the GPUs and their
+    memory, labelled by node; a mismatch says 1; check mode writes nothing."""
+    prom = tmp_path / "gpuserve_nvidia.prom"
+    args = {"nvidia_smi": fake_smi(tmp_path, "a6000x2.smi.csv", 0), "dev_glob": [],
+            "proc_version_path": os.path.join(NV, "a6000x2.proc-version"), "metrics_file": str(prom),
+            "metrics_node": "pve1"}
+    assert run_module(M, args, check=True)["state"] == "ok" and not prom.exists()
+    r = run_module(M, args)
+    assert r["state"] == "ok" and r["changed"] is False
+    text = prom.read_text()
+    assert 'gpuserve_nvidia_state{node="pve1",state="ok"} 1\n' in text
+    assert 'gpuserve_nvidia_gpus{node="pve1"} 2\n' in text
+    assert 'gpuserve_nvidia_driver_mismatch{node="pve1"} 0\n' in text
+    assert text.count("gpuserve_nvidia_gpu_memory_total_bytes{") == 2 and oct(prom.stat().st_mode & 0o777) == "0o644"
+    run_module(M, dict(args, nvidia_smi=fake_smi(tmp_path, "mismatch.smi.out", 18),
+                       proc_version_path=os.path.join(NV, "h200x1.proc-version")))
+    again = prom.read_text()
+    assert 'gpuserve_nvidia_state{node="pve1",state="version_mismatch"} 1\n' in again
+    assert 'gpuserve_nvidia_driver_mismatch{node="pve1"} 1\n' in again

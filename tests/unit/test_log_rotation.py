@@ -3,7 +3,7 @@ place (SGLang keeps appending to the same open file); what reads the log - the m
 launch's facts on a re-run, sglang_log_facts by marker offset or by default, status.yml and diagnose.yml through
 them - still reads the current launch, whether the rotation came in the middle of its start-up or while it served.
 The rotation here is copytruncate's own two steps (copy, then truncate in place) on a file held open for appending,
-as systemd's StandardOutput=append: holds it; tests/integration/test_log_rotation.py runs the real logrotate."""
+as systemd's StandardOutput=append: holds it; tests/integration/test_logrotate_real.py runs the real logrotate."""
 import os
 import shutil
 

@@ -1,16 +1,19 @@
-"""#48 item 1 (part): the plan next to reality as a Prometheus text file (exposition format 0.0.4) the node exporter's
-textfile collector serves. Checked here against the format's grammar (each family a HELP, a TYPE, then samples whose
-name matches the metric-name pattern and whose label values are escaped), and against the numbers of the record."""
+"""#48 item 1 (part): the plan next to reality and the node's GPUs as Prometheus text files (exposition format 0.0.4)
+the node exporter's textfile collector serves. Checked here against the format's grammar (each family a HELP, a TYPE,
+then samples whose name matches the metric-name pattern and whose label values are escaped), and against the numbers
+of the record and of recorded nvidia-smi outputs."""
 import os
 import re
 import stat
 
-from unit_helpers import load_module_util
+from unit_helpers import fixture_text, load_module_util
 
 SERVER = load_module_util("server")
-METRICS = load_module_util("server.metrics")
+HOST = load_module_util("host")
 NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
-SAMPLE = re.compile(r'^(%s)\{server="((?:[^"\\\n]|\\\\|\\"|\\n)*)"\} (-?[0-9]+(?:\.[0-9]+(?:e[+-]?[0-9]+)?)?)$' % NAME)
+VALUE = r'"((?:[^"\\\n]|\\\\|\\"|\\n)*)"'
+SAMPLE = re.compile(r'^(%s)\{((?:[a-zA-Z_][a-zA-Z0-9_]*=%s,?)*)\} (-?[0-9]+(?:\.[0-9]+(?:e[+-]?[0-9]+)?)?)$' % (NAME, VALUE))
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)=%s,?' % VALUE)
 RECORD = {"predicted_max_total_num_tokens": 8192, "actual_max_total_num_tokens": 8000, "ratio": 0.9766,
           "tolerance": 0.1, "within_tolerance": True}
 
@@ -32,8 +35,10 @@ def parse(text):
         else:
             m = SAMPLE.match(line)
             assert m and m.group(1) == current and families[current][1] == "gauge", line
-            server = m.group(2).replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
-            families[current][2][server] = float(m.group(3))
+            labels = tuple((k, v.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\"))
+                           for k, v in LABEL.findall(m.group(2)))
+            key = labels[0][1] if len(labels) == 1 and labels[0][0] == "server" else labels
+            families[current][2][key] = float(m.group(len(m.groups())))
     return families
 
 
@@ -66,4 +71,39 @@ def test_the_file_is_replaced_atomically_readable_by_the_exporter_and_never_thro
     assert stat.S_IMODE(os.stat(str(path)).st_mode) == 0o644
     assert parse(path.read_text())["gpuserve_sglang_planned_max_total_num_tokens"][2] == {"qwen": 8192}
     assert sorted(os.listdir(str(tmp_path))) == ["elsewhere", "gpuserve_sglang_qwen.prom"]   # no temporary left
-    assert METRICS.label_value('x"\\\n') == 'x\\"\\\\\\n'
+    assert HOST.label_value('x"\\\n') == 'x\\"\\\\\\n'
+
+
+NV = load_module_util("host.nvidia")
+GPUS = load_module_util("host.gpus")
+
+
+def _nvidia(name):
+    return fixture_text("nvidia", name)
+
+
+def test_two_a6000_give_the_state_the_gpus_and_their_memory_in_bytes():
+    facts = NV.gpu_facts(_nvidia("a6000x2.smi.csv"), "", 0, proc_version=_nvidia("a6000x2.proc-version"))
+    fam = parse(GPUS.gpu_metrics("pve1", facts))
+    states = {dict(k)["state"]: v for k, v in fam["gpuserve_nvidia_state"][2].items()}
+    assert states["ok"] == 1 and sum(states.values()) == 1 and set(states) == set(NV.STATES)
+    assert fam["gpuserve_nvidia_gpus"][2] == {(("node", "pve1"),): 2}
+    totals = {dict(k)["gpu"]: v for k, v in fam["gpuserve_nvidia_gpu_memory_total_bytes"][2].items()}
+    assert totals == {str(g["index"]): g["memory_total_mib"] * 1048576 for g in facts["gpus"]}
+    assert fam["gpuserve_nvidia_gpus_lost"][2] == {(("node", "pve1"),): 0}
+    assert "gpuserve_nvidia_gpu_lost" not in fam
+    assert fam["gpuserve_nvidia_driver_mismatch"][2] == {(("node", "pve1"),): 0}
+
+
+def test_a_lost_gpu_and_a_driver_mismatch_are_samples_an_alert_can_fire_on():
+    info = ["Model: \t\t NVIDIA RTX A6000\nGPU UUID: \t GPU-a\nBus Location: \t 0000:41:00.0\nDevice Minor: \t 0\n",
+            "Model: \t\t NVIDIA RTX A6000\nGPU UUID: \t GPU-b\nBus Location: \t 0000:c1:00.0\nDevice Minor: \t 1\n"]
+    lost = parse(GPUS.gpu_metrics("pve1", NV.gpu_facts(_nvidia("gpu-lost.smi.out"), "", 15, gpu_information=info)))
+    assert lost["gpuserve_nvidia_gpus_lost"][2] == {(("node", "pve1"),): 1}
+    assert list(lost["gpuserve_nvidia_gpu_lost"][2]) == [(("node", "pve1"), ("pci_bus_id", "0000:c1:00.0"))]
+    assert {dict(k)["state"]: v for k, v in lost["gpuserve_nvidia_state"][2].items()}["gpu_lost"] == 1
+    mismatch = parse(GPUS.gpu_metrics("pve1", NV.gpu_facts(_nvidia("mismatch.smi.out"), "", 18,
+                                                           proc_version=_nvidia("h200x1.proc-version"))))
+    assert mismatch["gpuserve_nvidia_driver_mismatch"][2] == {(("node", "pve1"),): 1}
+    none = parse(GPUS.gpu_metrics("pve1", NV.gpu_facts("", "", None)))     # no driver: no GPU, no mismatch sample
+    assert none["gpuserve_nvidia_gpus"][2] == {(("node", "pve1"),): 0} and "gpuserve_nvidia_driver_mismatch" not in none

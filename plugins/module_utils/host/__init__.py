@@ -15,12 +15,14 @@ from .files import has_control, read_json, secret_problem, write_json, write_pri
 from .nvidia import (LIB_DIRS, SMI_ARGV, dkms_has_module, gpu_facts, gpus_problem, headers_packages, parse_os_release,
                      parse_proc_devices, parse_smi_csv, policy_versions, read_node, select_gpus, userspace_versions)
 from .layout import LayoutError, System, run
-from .gpus import GpuReadError, read_gpus, read_node_facts
+from .gpus import GpuReadError, gpu_metrics, read_gpus, read_node_facts
 from .outcome import Failed
+from .exposition import label_value, render, write_textfile
 
 __all__ = (
     "Failed", "GpuReadError", "LIB_DIRS", "LayoutError", "SMI_ARGV", "System", "dkms_has_module", "gpu_facts",
-    "gpus_problem", "has_control", "headers_packages", "parse_os_release", "parse_proc_devices", "parse_smi_csv",
-    "policy_versions", "read_gpus", "read_json", "read_node", "read_node_facts", "run", "secret_problem",
-    "select_gpus", "userspace_versions", "write_json", "write_private",
+    "gpu_metrics", "gpus_problem", "has_control", "headers_packages", "label_value", "parse_os_release",
+    "parse_proc_devices", "parse_smi_csv", "policy_versions", "read_gpus", "read_json", "read_node", "read_node_facts",
+    "render", "run", "secret_problem", "select_gpus", "userspace_versions", "write_json", "write_private",
+    "write_textfile",
 )

@@ -15,7 +15,8 @@ import os
 import stat
 import subprocess
 
-from .nvidia import SMI_ARGV, dkms_has_module, gpu_facts, read_node
+from .exposition import render
+from .nvidia import SMI_ARGV, STATES, dkms_has_module, gpu_facts, read_node
 
 
 class GpuReadError(Exception):
@@ -82,3 +83,34 @@ def read_node_facts(lib_dirs, free_path, dkms_binary, dkms_version, timeout):
         node["newest_kernel_has_module"] = dkms_has_module(proc.stdout, node["newest_kernel"] or "")
         node["boot_kernel_has_module"] = dkms_has_module(proc.stdout, node["boot_kernel"] or "")
     return node
+
+
+def gpu_metrics(node, facts):
+    """The node's GPUs for Prometheus (label ``node``): the driver's state (one sample per state, 1 for the current),
+    the GPUs seen, each GPU's memory in bytes (labels gpu, uuid, name), the lost GPUs (label pci_bus_id), and whether
+    the userspace driver differs from the kernel module (the NVML mismatch that stops every CUDA program)."""
+    base = {"node": node}
+    mib = 1 << 20
+
+    def per_gpu(key):
+        return [(dict(base, gpu=str(g.get("index")), uuid=g.get("uuid") or "", name=g.get("name") or ""),
+                 None if g.get(key) is None else g[key] * mib) for g in facts.get("gpus") or []]
+    userspace, kernel = facts.get("driver_version"), facts.get("kernel_module_version")
+    if facts.get("state") == "version_mismatch":
+        mismatch = True
+    else:
+        mismatch = None if not (userspace and kernel) else userspace != kernel
+    lost = facts.get("lost_gpus") or []
+    return render([
+        ("gpuserve_nvidia_state", "The NVIDIA driver's state on the node (1 for the current one)",
+         [(dict(base, state=s), int(s == facts.get("state"))) for s in sorted(STATES)]),
+        ("gpuserve_nvidia_gpus", "GPUs nvidia-smi lists", [(base, int(facts.get("gpu_count") or 0))]),
+        ("gpuserve_nvidia_gpu_memory_total_bytes", "A GPU's memory", per_gpu("memory_total_mib")),
+        ("gpuserve_nvidia_gpu_memory_used_bytes", "A GPU's memory in use", per_gpu("memory_used_mib")),
+        ("gpuserve_nvidia_gpus_lost", "GPUs fallen off the bus (nvidia-smi's exit 15, NVML's message)",
+         [(base, len(lost))]),
+        ("gpuserve_nvidia_gpu_lost", "A GPU fallen off the bus, by its PCI bus id",
+         [(dict(base, pci_bus_id=g.get("pci_bus_id") or ""), 1) for g in lost]),
+        ("gpuserve_nvidia_driver_mismatch", "1 when the userspace driver differs from the kernel module",
+         [(base, mismatch)]),
+    ])

@@ -2,9 +2,9 @@
 # Copyright (c) gpuserve.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The plan next to reality, for Prometheus: a text file in the exposition format (version 0.0.4) that the node
-exporter's textfile collector serves, written at each ready launch (and each look at a ready server), so the planned
-KV tokens sit beside SGLang's own ``sglang:max_total_num_tokens`` in one query."""
+"""The plan next to reality, for Prometheus: a text file that the node exporter's textfile collector serves, written
+at each ready launch (and each look at a ready server), so the planned KV tokens sit beside SGLang's own
+``sglang:max_total_num_tokens`` in one query."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,9 +12,7 @@ __metaclass__ = type
 
 import time
 
-from ..host import write_private
-
-_LABEL_ESCAPES = (("\\", "\\\\"), ("\n", "\\n"), ('"', '\\"'))
+from ..host import render, write_textfile
 
 # (name, help, the key of the plan_vs_actual record it comes from)
 FAMILIES = (
@@ -32,38 +30,16 @@ FAMILIES = (
 )
 
 
-def label_value(text):
-    for old, new in _LABEL_ESCAPES:
-        text = text.replace(old, new)
-    return text
-
-
 def plan_metrics(server, record, mem_fraction_static=None, now=None):
     """The exposition text for one server (label ``server``) from plan_vs_actual's record; families without a value
     are left out. ``record`` None (no plan was given) still says the fraction and the time."""
     values = dict(record or {})
     values["mem_fraction_static"] = mem_fraction_static
     values["written_at"] = int(time.time() if now is None else now)
-    lines = []
-    for name, help_text, key in FAMILIES:
-        value = values.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            value = 1 if value else 0
-        lines.append("# HELP %s %s" % (name, help_text))
-        lines.append("# TYPE %s gauge" % name)
-        lines.append('%s{server="%s"} %s' % (name, label_value(server), _number(value)))
-    return "\n".join(lines) + "\n"
-
-
-def _number(value):
-    if isinstance(value, int):
-        return str(value)
-    return repr(float(value))
+    return render([(name, help_text, [({"server": server}, values.get(key))]) for name, help_text, key in FAMILIES])
 
 
 def write_plan_metrics(path, server, record, mem_fraction_static=None):
     """The text file, replaced atomically (a temporary name beside it that the collector skips: it reads *.prom
     only), readable by the exporter's account."""
-    write_private(path, plan_metrics(server, record, mem_fraction_static), mode=0o644)
+    write_textfile(path, plan_metrics(server, record, mem_fraction_static))
