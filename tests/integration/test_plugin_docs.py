@@ -8,9 +8,10 @@ import pytest
 
 from ansible_helpers import ROOT, VENV_BIN, ansible_env
 
-# the action plugin (job_progress) is documented by its module of the same name
+# the action plugin (job_progress) is documented by its module of the same name; module_utils, plugin_utils and
+# doc_fragments are code and documentation the plugins share, not plugins
 TYPES = sorted(d for d in os.listdir(os.path.join(ROOT, "plugins"))
-               if d not in ("module_utils", "doc_fragments", "action") and os.path.isdir(os.path.join(ROOT, "plugins", d)))
+               if d not in ("module_utils", "plugin_utils", "doc_fragments", "action") and os.path.isdir(os.path.join(ROOT, "plugins", d)))
 KIND = {"modules": "module", "filter": "filter", "connection": "connection"}
 
 
