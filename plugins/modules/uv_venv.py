@@ -279,7 +279,8 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils.venv import ARGUME
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    manager = VenvManager(module.params, check_mode=module.check_mode, diff=module._diff)
+    manager = VenvManager(module.params, module.run_command, module.get_bin_path, check_mode=module.check_mode,
+                          diff=module._diff)
     try:
         result, failed = manager.ensure(), None
     except VenvFailed as exc:

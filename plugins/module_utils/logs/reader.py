@@ -103,7 +103,8 @@ def launch_segments(path, offset, until=None):
     marker, then the newer copies and the log from their first byte - unless ``until`` ends it inside the copy), "truncated" (shorter
     than the offset and no copy holds it: what is left, from the start) or "offset" (no marker there: read from the
     offset, as asked)."""
-    if offset and not _marker_ends_at(path, offset):
+    here = bool(offset) and _marker_ends_at(path, offset)
+    if offset and not here:
         copies = rotated_copies(path)
         for k, copy in enumerate(copies):
             if _marker_ends_at(copy, offset):
@@ -114,7 +115,7 @@ def launch_segments(path, offset, until=None):
     size = os.path.getsize(path)
     if offset and size < offset:
         return [(path, 0, None)], "truncated"
-    return [(path, offset, until)], "here" if not offset or _marker_ends_at(path, offset) else "offset"
+    return [(path, offset, until)], "here" if not offset or here else "offset"
 
 
 def _last_marker(path):

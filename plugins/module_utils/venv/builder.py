@@ -2,7 +2,8 @@
 # Copyright (c) gpuserve.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What the uv_venv module does, as one class: ``VenvManager(params, check_mode, diff).ensure()`` returns the
+"""What the uv_venv module does, as one class: ``VenvManager(params, run, which, check_mode, diff).ensure()`` (``run``
+and ``which``: the module's run_command and get_bin_path) returns the
 module's result, or raises ``VenvFailed`` with the message and the result so far; ``warnings`` holds the texts to
 warn with, either way.
 
@@ -21,7 +22,6 @@ import hashlib
 import os
 import pwd
 import shutil
-import subprocess
 import time
 
 from ..host import Failed, write_json
@@ -73,32 +73,13 @@ class _Done(Exception):
         self.result = result
 
 
-def run_command(argv, env_update, cwd="/"):
-    """(rc, stdout, stderr) of ``argv`` with ``env_update`` over this process's environment; rc 127 when the
-    executable does not exist."""
-    env = dict(os.environ)
-    env.update(env_update or {})
-    try:
-        done = subprocess.run(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, check=False)
-    except OSError as e:
-        return 127, "", str(e)
-    return (done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
-
-
-def runuser_path():
-    for d in ("/usr/sbin", "/sbin", "/usr/bin", "/bin"):
-        path = os.path.join(d, "runuser")
-        if os.access(path, os.X_OK):
-            return path
-    return shutil.which("runuser") or "runuser"
-
-
 class Runner(object):
     """Runs the build's commands as the owner, with the build's environment; ``last_out`` is the last output."""
 
-    def __init__(self, p):
+    def __init__(self, p, run, which):
         self.p = p
+        self.run_command = run
+        self.which = which
         self.env = dict((k, str(v)) for k, v in (p["public_environment"] or {}).items())
         self.env.update((k, str(v)) for k, v in (p["environment"] or {}).items())
         self.env["UV_PYTHON_DOWNLOADS"] = "automatic" if p["python_downloads"] else "never"
@@ -118,10 +99,10 @@ class Runner(object):
     def run(self, argv, what, progress=None):
         if self.user is not None and os.geteuid() == 0 and self.user.pw_uid != 0:
             # by its path: the build's PATH (public_environment, e.g. CUDA's bin first) need not hold /usr/sbin
-            argv = [runuser_path(), "-u", self.user.pw_name, "--"] + argv
+            argv = [self.which("runuser", required=True), "-u", self.user.pw_name, "--"] + argv
         if progress is not None:
             return self.run_reporting(argv, what, progress)
-        rc, out, err = run_command(argv, self.env)
+        rc, out, err = self.run_command(argv, environ_update=self.env, cwd="/")
         if rc != 0:
             return "%s failed (rc=%d): %s" % (what, rc, (err or out).strip()[-3000:])
         self.last_out = out
@@ -170,8 +151,10 @@ class Runner(object):
 class VenvManager(object):
     """One venv's wanted build, made so (see the module docstring)."""
 
-    def __init__(self, params, check_mode=False, diff=False):
+    def __init__(self, params, run, which, check_mode=False, diff=False):
         self.p = params
+        self.run = run              # the module's run_command (argv, environ_update=, cwd=) -> (rc, stdout, stderr)
+        self.which = which          # the module's get_bin_path (name, required=)
         self.check_mode = check_mode
         self.diff = diff
         self.warnings = []
@@ -184,7 +167,7 @@ class VenvManager(object):
 
     def ensure(self):
         try:
-            self.b = Runner(self.p)
+            self.b = Runner(self.p, self.run, self.which)
             self.preflight()
             self.decide()
             if self.check_mode or self.action == "none":
@@ -222,7 +205,7 @@ class VenvManager(object):
         if os.path.isabs(p["python"]):
             # an interpreter given by path is asked its version first: a Python 2 (or a 3 older than SGLang supports)
             # is named as such instead of as uv's failure to query it
-            rc, out, err = run_command([p["python"], "-c", _VERSION_CODE], {})
+            rc, out, err = self.run([p["python"], "-c", _VERSION_CODE])
             if rc != 0 or not out.strip():
                 self.fail("python=%s does not run (%s); point python at a Python 3.10+ interpreter (apt install "
                           "python3)" % (p["python"], (err or out).strip()[-300:] or "rc %d" % rc))
@@ -236,7 +219,7 @@ class VenvManager(object):
             return None, out.strip()
         self.ensure_uv({"decision": "uv"})
         interpreter = self.find_interpreter()
-        rc, out, err = run_command([interpreter, "-c", _VERSION_CODE], {})
+        rc, out, err = self.run([interpreter, "-c", _VERSION_CODE])
         if rc != 0:
             self.fail("python=%s (%s) does not run: %s" % (p["python"], interpreter, err.strip()))
         return interpreter, out.strip()
