@@ -63,60 +63,76 @@ def sglang_is_loopback(host):
     return server_utils.is_loopback(host)
 
 
-def sglang_server_groups(hostvars, names):
-    """The multi-node groups among ``names`` (the sglang_containers hosts, inventory order), from their hostvars."""
-    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
+def _containers(containers, name):
+    """``containers``: gpuserve_containers (playbooks/vars/containers.yml), one record per sglang_containers host.
+    Before 0.13.0 the group filters took (hostvars, names, ...): ``*before_0_13`` takes those extra arguments so that
+    such a call is refused here, by name, rather than by a count of arguments."""
+    from collections.abc import Mapping
+    if isinstance(containers, Mapping) or not all(isinstance(c, Mapping) and "name" in c for c in containers or []):
+        raise AnsibleFilterError(
+            "%s takes gpuserve_containers (one record per sglang_containers host, from the collection's "
+            "playbooks/vars/containers.yml), not hostvars: load that file (vars_files) and write "
+            "gpuserve_containers | gpuserve.sglang.%s(...)" % (name, name))
+    return list(containers or [])
+
+
+def _group_hosts(containers):
     hosts = []
-    for name in names:
-        hv = hostvars[name]
-        if not hv.get("sglang_server_group"):
+    for c in containers:
+        if not c.get("group"):
             continue
-        args = hv.get("sglang_server_args") or {}
-        gpus = hv.get("lxc_gpu_passthrough_gpus")
-        hosts.append({"name": name, "group": hv.get("sglang_server_group"), "rank": hv.get("sglang_server_node_rank"),
-                      "addr": hv.get("sglang_server_group_addr") or (hv.get("ansible_default_ipv4") or {}).get("address"),
-                      "dist_port": hv.get("sglang_server_dist_port", 5000),
-                      "port": hv.get("sglang_server_port", 30000), "tp_size": args.get("tp_size", 1),
-                      "pp_size": args.get("pp_size", 1), "gpus": len(gpus) if isinstance(gpus, (list, tuple)) and gpus else None})
-    return server_utils.group_layout(hosts)
+        gpus = c.get("gpus")
+        hosts.append(dict(c, gpus=len(gpus) if isinstance(gpus, (list, tuple)) and gpus else None))
+    return hosts
 
 
-def sglang_replica_hosts(hostvars, names):
-    """The hosts among ``names`` that serve SGLang's API: a multi-node group's rank 0, not its other ranks."""
+def sglang_server_groups(containers, *before_0_13):
+    """The multi-node groups among ``containers`` (gpuserve_containers, inventory order)."""
     from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
-    return server_utils.serving(list(names), sglang_server_groups(hostvars, names))
+    return server_utils.group_layout(_group_hosts(_containers(containers, "sglang_server_groups")))
 
 
-def sglang_group_restart(hostvars, names, group):
+def sglang_replica_hosts(containers, *before_0_13):
+    """The containers that serve SGLang's API: a multi-node group's rank 0, not its other ranks."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
+    containers = _containers(containers, "sglang_replica_hosts")
+    return server_utils.serving([c["name"] for c in containers], sglang_server_groups(containers))
+
+
+def sglang_group_restart(containers, group, *before_0_13):
     """The command that restarts every rank of multi-node group ``group`` together (its nodes, then its ranks)."""
     from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
-    ranks = [r["name"] for r in sglang_server_groups(hostvars, names)[group]["ranks"]]
-    return server_utils.restart_command(ranks, _nodes(hostvars, ranks))
+    containers = _containers(containers, "sglang_group_restart")
+    ranks = [r["name"] for r in sglang_server_groups(containers)[group]["ranks"]]
+    return server_utils.restart_command(ranks, _nodes(containers, ranks))
 
 
-def sglang_group_status(hostvars, names, hosts=None):
-    """One verdict per multi-node group among ``names``, from each rank's sglang_server_status (status.yml); with
-    ``hosts`` (the play's), only the groups with a rank among them."""
+def sglang_group_status(containers, hosts=None, *before_0_13):
+    """One verdict per multi-node group among ``containers``, from each rank's status (status.yml); with ``hosts``
+    (the play's), only the groups with a rank among them."""
     from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
+    containers = _containers(containers, "sglang_group_status")
+    by_name = {c["name"]: c for c in containers}
     out = []
-    for group, layout in sorted(sglang_server_groups(hostvars, names).items()):
+    for group, layout in sorted(sglang_server_groups(containers).items()):
         ranks = [r["name"] for r in layout["ranks"]]
         if hosts is not None and not set(ranks) & set(hosts):
             continue
         statuses = {}
         for h in ranks:
-            st = hostvars[h].get("sglang_server_status")
+            st = by_name[h].get("status")
             if st is None and hosts is not None and h in hosts:      # in the run, but no status: it could not be read
                 st = {"unit": "unknown (no status: unreachable, or its status failed - see above)"}
             statuses[h] = st
-        out.append(server_utils.group_status(group, ranks, statuses, _nodes(hostvars, ranks)))
+        out.append(server_utils.group_status(group, ranks, statuses, _nodes(containers, ranks)))
     return out
 
 
-def _nodes(hostvars, ranks):
+def _nodes(containers, ranks):
+    by_name = {c["name"]: c for c in containers}
     nodes = []
     for h in ranks:
-        node = hostvars[h].get("gpuserve_node")
+        node = by_name[h].get("node")
         if node and node not in nodes:
             nodes.append(node)
     return nodes

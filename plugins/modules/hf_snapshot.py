@@ -36,9 +36,18 @@ author:
   - gpuserve.sglang contributors (@gpuserve)
 options:
   repo_id:
-    description: The model repo, C(<org>/<name>).
+    description: The model repo, C(<org>/<name>). Required with O(state=present).
     type: str
-    required: true
+  state:
+    description:
+      - V(present) puts the snapshot at O(local_dir) as described above.
+      - V(absent) removes what this module put there - O(local_dir) when it holds this module's manifest
+        (C(.gpuserve-snapshot.json)), the revision kept beside it (C(<local_dir>.previous)) and any staging directory
+        (C(<local_dir>.staging-<sha>)); a directory without the manifest is left and named in a warning. Nothing is
+        fetched, no other option is needed. Added in 0.13.0.
+    type: str
+    choices: [present, absent]
+    default: present
   revision:
     description: A full commit sha (pinned, recommended), a tag or a branch.
     type: str
@@ -212,6 +221,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+removed:
+  description: With O(state=absent), the directories removed (in check mode, that would be removed).
+  returned: when O(state=absent)
+  type: list
+  elements: str
+  version_added: 0.13.0
 up_to_date:
   description:
     - True when the copy was already complete, verified and owned as asked, so nothing was changed (in check

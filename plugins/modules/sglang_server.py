@@ -35,10 +35,13 @@ options:
     type: str
     required: true
   state:
-    description: V(started) ensures it runs with this configuration, V(restarted) always relaunches,
-      V(stopped) stops it.
+    description:
+      - V(started) ensures it runs with this configuration, V(restarted) always relaunches, V(stopped) stops it.
+      - V(absent) stops it and removes every file this module writes or keeps for it - the unit (O(unit_file),
+        disabled first, with O(manager=systemd)), O(env_file) and O(config_file) (the secrets), the launch record, the
+        last good copies, O(progress_file) and O(metrics_file). The log (O(log_path)) stays. Added in 0.13.0.
     type: str
-    choices: [started, stopped, restarted]
+    choices: [started, stopped, restarted, absent]
     default: started
   python:
     description: Interpreter of the SGLang venv.
@@ -72,14 +75,18 @@ options:
     type: str
   config_file:
     description:
-      - SGLang's C(--config) YAML holding the API key, written with mode 0640 (0600 without O(config_group)),
+      - SGLang's C(--config) YAML holding the API key, written with mode 0640 (0600 without O(config_unix_group)),
         never through a symlink. Removed again when O(api_key) is unset.
       - Defaults to C(<directory of env_file>/<name>.yaml) with O(manager=systemd), else C(<state_dir>/<name>.yaml).
     type: path
-  config_group:
-    description: Group that may read O(config_file) (the service account's group, as SGLang reads it after dropping
-      root). Root only when unset.
+  config_unix_group:
+    description:
+      - Unix group that may read O(config_file) (the service account's group, as SGLang reads it after dropping
+        root). Root only when unset.
+      - Named C(config_group) before 0.13.0 ("group" now means a multi-node group only); that name is still read,
+        with a deprecation warning, until 1.0.0.
     type: str
+    aliases: [config_group]
   allow_public_without_api_key:
     description: Launch on a non-loopback O(host) without O(api_key). Anyone who reaches the port then uses the GPUs.
     type: bool
@@ -220,10 +227,16 @@ EXAMPLES = r"""
 
 RETURN = r"""
 status:
-  description: C(ready), C(failed), C(timeout) or C(stopped).
+  description: C(ready), C(failed), C(timeout), C(stopped) or C(absent).
   returned: always
   type: str
   sample: ready
+removed:
+  description: With O(state=absent), the paths removed (in check mode, that would be removed); empty when none was there.
+  returned: when O(state=absent)
+  type: list
+  elements: str
+  version_added: 0.13.0
 pid:
   description: Process id of the server (of this launch, or the running one when unchanged).
   returned: when a process ran

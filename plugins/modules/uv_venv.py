@@ -32,13 +32,21 @@ options:
         directory there is refused (move it away first).
     type: path
     required: true
+  state:
+    description:
+      - V(present) builds and switches as described above.
+      - V(absent) removes the symlink at O(path) and the builds this module made in O(store) (directories named by a
+        build id), then O(store) when nothing else is in it. A real directory at O(path) or anything else in O(store)
+        is left and named in a warning. O(uv) and O(lock) are not needed. Added in 0.13.0.
+    type: str
+    choices: [present, absent]
+    default: present
   store:
     description: Where builds live. Defaults to C(<path>.builds).
     type: path
   uv:
-    description: The uv binary.
+    description: The uv binary. Required with O(state=present).
     type: path
-    required: true
   python:
     description:
       - Interpreter for the venv, a path or a version request uv understands (C(3.11), C(/usr/bin/python3)).
@@ -49,9 +57,8 @@ options:
     type: bool
     default: false
   lock:
-    description: The lock file on the target (C(uv pip compile) output, ideally with hashes).
+    description: The lock file on the target (C(uv pip compile) output, ideally with hashes). Required with O(state=present).
     type: path
-    required: true
   packages:
     description:
       - Install only these requirements (with their dependencies), constrained by the lock, instead of the
@@ -261,7 +268,10 @@ pins:
   returned: always
   type: int
 removed:
-  description: Old builds removed (beyond O(keep)).
+  description:
+    - Old builds removed (beyond O(keep)), by build id.
+    - With O(state=absent) (since 0.13.0), the paths removed - the symlink, the builds, the store (in check mode, that
+      would be removed).
   returned: always
   type: list
   elements: str
@@ -274,11 +284,11 @@ setid_cleared:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.venv import ARGUMENT_SPEC, VenvFailed, VenvManager
+from ansible_collections.gpuserve.sglang.plugins.module_utils.venv import ARGUMENT_SPEC, REQUIRED_IF, VenvFailed, VenvManager
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, required_if=REQUIRED_IF, supports_check_mode=True)
     manager = VenvManager(module.params, module.run_command, module.get_bin_path, check_mode=module.check_mode,
                           diff=module._diff)
     try:

@@ -281,6 +281,21 @@ def test_a_new_revision_is_staged_beside_the_live_one_and_switched_in_complete(h
     assert (prev / "config.json").read_bytes() == v1["config.json"]
     assert json.loads((prev / ".gpuserve-snapshot.json").read_text())["revision"] == sha1
     assert not [n for n in os.listdir(str(tmp_path)) if ".staging-" in n]
+    # #47 item 4, the purge: state=absent removes the live revision, the kept one and a staging directory a killed
+    # switch left; a directory that is not this module's model is left and named; check mode removes nothing
+    (tmp_path / ("m.staging-" + sha2[:12])).mkdir()
+    (tmp_path / "other").mkdir()
+    gone = {"local_dir": str(d), "state": "absent"}
+    want = sorted(str(p) for p in (d, prev, tmp_path / ("m.staging-" + sha2[:12]), tmp_path / ".m.gpuserve-lock"))
+    look = run_module(M, gone, check=True)
+    assert look["changed"] is True and sorted(look["removed"]) == want and (d / W1).exists()
+    done = run_module(M, gone)
+    assert done.get("failed") is not True, done.get("msg")
+    assert sorted(done["removed"]) == want and sorted(os.listdir(str(tmp_path))) == ["other"]
+    assert run_module(M, gone)["changed"] is False
+    foreign = run_module(M, {"local_dir": str(tmp_path / "other"), "state": "absent"})
+    assert foreign["changed"] is False and (tmp_path / "other").is_dir()
+    assert any("not this module's model" in w for w in foreign.get("warnings", [])), foreign
 
 
 def test_a_failed_new_revision_leaves_the_live_model_untouched(hub, tmp_path):
@@ -315,3 +330,21 @@ def test_check_mode_sees_an_owner_to_repair_so_the_roles_quick_look_does_not_ski
     r = run_module(M, args(hub, d, owner="nobody"))
     assert r["changed"] is True and os.stat(str(d / "config.json")).st_uid == nobody.pw_uid
     assert r["fetched"] == [] and r["network"] is False           # only the owner was repaired
+
+
+def test_absent_is_refused_while_a_run_writes_into_the_directory(tmp_path):
+    """The purge never pulls a model from under a download: the directory's lock held (as a running hf_snapshot
+    holds it) refuses the removal, by name, in check mode too, and nothing is removed."""
+    import fcntl  # pylint: disable=import-outside-toplevel
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / ".gpuserve-snapshot.json").write_text("{}")
+    with open(str(tmp_path / ".m.gpuserve-lock"), "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.write(json.dumps({"pid": 4242, "what": "download", "since": "2026-12-03 20:00:00"}))
+        fh.flush()
+        for check in (True, False):
+            r = run_module(M, {"local_dir": str(d), "state": "absent"}, check=check)
+            assert r["failed"] is True and r["error_kind"] == "locked", r
+            assert "being written by another run (pid 4242, download" in r["msg"] and "nothing was removed" in r["msg"]
+            assert (d / ".gpuserve-snapshot.json").exists()

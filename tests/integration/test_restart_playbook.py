@@ -62,7 +62,7 @@ def test_the_router_is_given_rank_0_of_a_group_not_its_other_ranks(tmp_path):
     play = tmp_path / "replicas.yml"
     play.write_text(yaml.safe_dump([{
         "name": "The replicas", "hosts": "localhost", "gather_facts": False,
-        "vars_files": [os.path.join(ROOT, "playbooks", "vars", "replicas.yml")],
+        "vars_files": [os.path.join(ROOT, "playbooks", "vars", f) for f in ("containers.yml", "replicas.yml")],
         "tasks": [{"name": "Show them", "ansible.builtin.debug": {
             "msg": "REPLICAS {{ gpuserve_replica_hosts | join(',') }} URLS {{ gpuserve_replica_urls | join(',') }}"}}]}]))
     inv = yaml.safe_load(open(inventory(tmp_path)))
@@ -96,9 +96,10 @@ def test_status_reads_a_group_as_a_whole_from_each_ranks_status(tmp_path):
     play = tmp_path / "group-status.yml"
     play.write_text(yaml.safe_dump([{
         "name": "Verdicts", "hosts": "sglang_containers", "gather_facts": False,
+        "vars_files": [os.path.join(ROOT, "playbooks", "vars", "containers.yml")],
         "tasks": [{"name": "Keep them", "ansible.builtin.copy": {
-            "content": "{{ hostvars | gpuserve.sglang.sglang_group_status(groups['sglang_containers'], "
-                       "ansible_play_hosts_all) | to_json }}", "dest": str(tmp_path / "verdicts.json"),
+            "content": "{{ gpuserve_containers | gpuserve.sglang.sglang_group_status(ansible_play_hosts_all) "
+                       "| to_json }}", "dest": str(tmp_path / "verdicts.json"),
             "mode": "0600"}, "run_once": True, "delegate_to": "localhost"}]}]))
     inv = yaml.safe_load(open(inventory(tmp_path)))
     hosts = inv["all"]["children"]["sglang_containers"]["hosts"]
@@ -124,3 +125,41 @@ def test_status_reads_a_group_as_a_whole_from_each_ranks_status(tmp_path):
     assert lab["down"] == ["ct101"] and "ct101 (rank 1) is unknown (no status: unreachable" in lab["message"]
     (lab,) = verdicts("--limit", "ct100")
     assert lab["serving"] is None and "ct101 (rank 1) not in this run" in lab["message"]
+
+
+def test_the_group_filters_take_the_containers_records_and_refuse_hostvars_by_name(tmp_path):
+    """The records of playbooks/vars/containers.yml carry what the layout needs (rank 0's address from
+    sglang_server_group_addr, the GPU count from lxc_gpu_passthrough_gpus); hostvars, what the filters took before
+    0.13.0, is refused with the name of what to pass instead."""
+    play = tmp_path / "groups.yml"
+    play.write_text(yaml.safe_dump([{
+        "name": "Layout", "hosts": "ct100", "gather_facts": False,
+        "vars_files": [os.path.join(ROOT, "playbooks", "vars", "containers.yml")],
+        "tasks": [{"name": "Keep it", "ansible.builtin.copy": {
+            "content": "{{ {'groups': gpuserve_containers | gpuserve.sglang.sglang_server_groups,"
+                       " 'replicas': gpuserve_containers | gpuserve.sglang.sglang_replica_hosts,"
+                       " 'records': gpuserve_containers} | to_json }}",
+            "dest": str(tmp_path / "layout.json"), "mode": "0600"}, "delegate_to": "localhost"},
+            {"name": "The old call", "ansible.builtin.debug": {
+                "msg": "{{ hostvars | gpuserve.sglang.sglang_server_groups(groups['sglang_containers']) }}"}}]}]))
+    inv = yaml.safe_load(open(inventory(tmp_path)))
+    hosts = inv["all"]["children"]["sglang_containers"]["hosts"]
+    hosts["ct100"].update(sglang_server_group_addr="10.0.0.5", lxc_gpu_passthrough_gpus=[0, 1],
+                          sglang_server_args={"tp_size": 4})
+    hosts["ct101"].update(lxc_gpu_passthrough_gpus=["0000:41:00.0", "0000:42:00.0"], sglang_server_args={"tp_size": 4},
+                          sglang_server_dist_port=5001)
+    path = tmp_path / "hosts-layout.yml"
+    path.write_text(yaml.safe_dump(inv))
+    p = ansible_playbook("-i", str(path), str(play))
+    assert p.returncode != 0
+    assert ("sglang_server_groups takes gpuserve_containers (one record per sglang_containers host, from the "
+            "collection's playbooks/vars/containers.yml), not hostvars") in p.stdout, p.stdout[-2000:]
+    out = json.loads((tmp_path / "layout.json").read_text())
+    lab = out["groups"]["lab"]
+    assert lab["problems"] == [] and lab["nnodes"] == 2
+    assert lab["dist_init_addr"] == "10.0.0.5:5000"
+    assert [(r["name"], r["rank"]) for r in lab["ranks"]] == [("ct100", 0), ("ct101", 1)]
+    assert out["replicas"] == ["ct100", "ct129"]
+    rec = {r["name"]: r for r in out["records"]}
+    assert rec["ct101"]["dist_port"] == 5001 and rec["ct129"]["group"] is None and rec["ct129"]["tp_size"] == 1
+    assert rec["ct100"]["node"] == "pve1" and rec["ct100"]["status"] is None

@@ -133,3 +133,28 @@ def test_a_bad_input_is_named_by_the_preflight_before_anything_changes(refusals,
 
 def test_nothing_changed_in_any_case(refusals):
     assert refusals[1]["changed"] == 0 and refusals[1]["rescued"] == len(CASES)
+
+
+@pytest.mark.parametrize("role, old, new", [("sglang_server", "sglang_server_service_group", "sglang_server_unix_group"),
+                                            ("sglang_venv", "sglang_venv_group", "sglang_venv_unix_group"),
+                                            ("sglang_router", "sglang_router_group", "sglang_router_unix_group")])
+def test_a_unix_group_set_under_its_name_before_0_13_is_still_read_and_said(tmp_path, role, old, new):
+    """0.13.0 renamed the service account's unix group ("group" means a multi-node group only): the old role name and
+    gpuserve_service_group are still read, by precedence, and the preflight names each with its new name."""
+    def run(variables):
+        include = {"ansible.builtin.include_role": {"name": "gpuserve.sglang." + role, "tasks_from": "preflight",
+                                                    "public": True}}
+        show = {"ansible.builtin.debug": {"msg": "GROUP={{ %s }}" % new}}
+        plays = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "vars": variables,
+                  "tasks": [{"block": [include, show], "rescue": [show]}]}]
+        p = run_playbook(plays, tmp_path)
+        return " ".join(p.stdout.split()), re.findall(r"msg: GROUP=(\S*)", p.stdout)
+    out, group = run({"gpuserve_service_group": "gpu", old: "sgl"})
+    assert group == ["sgl"], out[-3000:]
+    assert ("[DEPRECATED] %s is renamed %s in gpuserve.sglang 0.13.0 (\"group\" now means a multi-node group only)"
+            % (old, new)) in out
+    assert "[DEPRECATED] gpuserve_service_group is renamed gpuserve_service_unix_group" in out
+    out, group = run({"gpuserve_service_group": "gpu"})
+    assert group == ["gpu"] and "[DEPRECATED] %s " % old not in out
+    out, group = run({"gpuserve_service_unix_group": "ops"})
+    assert group == ["ops"] and "[DEPRECATED]" not in out

@@ -134,7 +134,7 @@ def get(port, path, key=None):
 def test_the_api_key_locks_the_server_and_stays_out_of_argv_environment_and_output(server):
     secret = "sk-very-secret-123"
     group = grp.getgrgid(os.getgid()).gr_name     # the service group in a deployment
-    r = run_module(M, scen(server, "ready_tp1_dense", api_key=secret, config_group=group,
+    r = run_module(M, scen(server, "ready_tp1_dense", api_key=secret, config_unix_group=group,
                            env={"HF_TOKEN": "hf_other_secret_456"}))
     assert r["status"] == "ready", r.get("msg")
     port = server["port"]
@@ -548,3 +548,31 @@ def test_the_plan_next_to_reality_is_written_for_prometheus_at_each_ready_and_no
     bad = run_module(M, dict(a, metrics_file=str(tmp_path / "missing-dir" / "x.prom")))
     assert bad["status"] == "ready" and bad.get("failed") is not True
     assert any("metrics_file=" in w and "could not be written" in w for w in bad.get("warnings", [])), bad
+
+
+def test_absent_stops_the_server_and_removes_its_secrets_and_records_but_keeps_the_log(server, tmp_path):
+    """#47 item 4: state=absent stops a serving server and removes what the module wrote or keeps for it - the
+    --config file with the key, the launch record, the last good copies, the progress and metrics files - and keeps
+    the log (what ran). Check mode names the same paths and touches nothing; a second run changes nothing."""
+    prom, progress = tmp_path / "plan.prom", tmp_path / "progress.json"
+    a = scen(server, "ready_tp1_dense", api_key="sk-absent-test-key-1234", metrics_file=str(prom),
+             plan_max_total_num_tokens=207346, progress_file=str(progress))
+    r = run_module(M, a)
+    assert r["status"] == "ready", r.get("msg")
+    sd, name = server["state_dir"], server["name"]
+    files = [os.path.join(sd, name + ".yaml"), os.path.join(sd, name + ".state.json"), str(progress), str(prom),
+             os.path.join(sd, name + ".last-good")]
+    present = [f for f in files if os.path.lexists(f)]
+    assert present == files or present == [f for f in files if f != os.path.join(sd, name + ".last-good")], present
+    gone = {"name": name, "manager": "process", "state": "absent", "state_dir": sd, "metrics_file": str(prom),
+            "progress_file": str(progress)}
+    look = run_module(M, gone, check=True)
+    assert look["changed"] is True and look["status"] == "absent" and sorted(look["removed"]) == sorted(present)
+    assert os.path.exists("/proc/%d" % r["pid"]) and all(os.path.lexists(f) for f in present)   # check: nothing
+    done = run_module(M, gone)
+    assert done["changed"] is True and sorted(done["removed"]) == sorted(present)
+    assert not [f for f in files if os.path.lexists(f)]
+    assert not os.path.exists("/proc/%d" % r["pid"]) or open("/proc/%d/stat" % r["pid"]).read().split(") ")[1][0] == "Z"
+    assert os.path.getsize(os.path.join(sd, name + ".log")) > 0
+    again = run_module(M, gone)
+    assert again["changed"] is False and again["removed"] == []

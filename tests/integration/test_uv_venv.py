@@ -365,3 +365,31 @@ def test_a_uv_the_service_account_could_replace_is_not_run_and_is_named(site):
     os.chmod(str(uv), 0o755)
     built = run_module(M, args(site, lk, uv=str(uv), uv_version=pinned))
     assert built.get("failed") is not True and built["uv_ok"] is True and os.path.islink(site["path"])
+
+
+def test_absent_removes_the_link_and_the_builds_it_made_and_leaves_anything_else(site):
+    """#47 item 4: state=absent takes the venv away - the symlink, every build (sealed, and one a killed install left
+    unsealed), the store - without uv or the lock; check mode names the same paths and removes none; a second run
+    changes nothing. A file of someone else's in the store is left, named, and keeps the store."""
+    first = run_module(M, args(site, lock(site, "alpha==1.0", name="a1.lock")))
+    second = run_module(M, args(site, lock(site, "alpha==2.0", name="a2.lock")))
+    store = site["path"] + ".builds"
+    unsealed = os.path.join(store, "0123456789abcdef")
+    os.makedirs(os.path.join(unsealed, "lib"))
+    gone = {"path": site["path"], "state": "absent"}
+    look = run_module(M, gone, check=True)
+    want = sorted([site["path"], first["build_path"], second["build_path"], unsealed, store])
+    assert look["changed"] is True and sorted(look["removed"]) == want
+    assert os.path.islink(site["path"]) and os.path.isdir(first["build_path"])
+    done = run_module(M, gone)
+    assert done.get("failed") is not True, done.get("msg")
+    assert sorted(done["removed"]) == want and not os.path.lexists(site["path"]) and not os.path.exists(store)
+    again = run_module(M, gone)
+    assert again["changed"] is False and again["removed"] == []
+    run_module(M, args(site, lock(site, "alpha==1.0", name="a1.lock")))
+    with open(os.path.join(store, "notes.txt"), "w") as fh:
+        fh.write("the operator's\n")
+    kept = run_module(M, gone)
+    assert kept["changed"] is True and store not in kept["removed"] and os.path.isfile(os.path.join(store, "notes.txt"))
+    assert any("not built by this module" in w and "notes.txt" in w for w in kept.get("warnings", [])), kept
+    assert not os.path.lexists(site["path"])

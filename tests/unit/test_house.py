@@ -145,3 +145,28 @@ def test_no_role_or_playbook_rebuilds_a_contracts_path(path):
         text = fh.read()
     found = [c for c in CONTRACTS if c in text]
     assert not found, "%s names %s: ask gpuserve.sglang.records_info, the records' owner" % (_rel(path), found)
+
+
+def _fallbacks():
+    """{inventory-wide name: {fallback as written: [files]}} for every ``gpuserve_<name> | default(<literal>)`` in the
+    roles (defaults, argument specs, tasks) and playbooks."""
+    import re
+    found = {}
+    paths = _files("roles/*/defaults/main.yml") + _files("roles/*/meta/argument_specs.yml") + _files("roles/*/tasks/*.yml") \
+        + _files("playbooks/*.yml") + _files("playbooks/*/*.yml")
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read().replace("''", "'")          # a single-quoted YAML scalar doubles its quotes
+        for name, literal in re.findall(r"\b(gpuserve_(?:venv|service_user|service_unix_group|service_group|"
+                                        r"service_home)) \| default\(('[^']*')\)", text):
+            found.setdefault(name, {}).setdefault(literal, []).append(_rel(path))
+    return found
+
+
+def test_each_inventory_wide_name_falls_back_to_one_value_everywhere():
+    """gpuserve_venv, gpuserve_service_user, _unix_group and _home are set once in the inventory and every role
+    defaults from them; each role also works alone, so each writes the collection's fallback - the same one."""
+    found = _fallbacks()
+    assert {"gpuserve_venv", "gpuserve_service_user", "gpuserve_service_group", "gpuserve_service_home"} <= set(found)
+    split = {name: sorted(values) for name, values in found.items() if len(values) != 1}
+    assert not split, "a name falls back to different values: %s" % {n: found[n] for n in split}

@@ -17,7 +17,7 @@ BASE = {
     "ansible_managed": "Ansible managed",
     "sglang_server_model_path": "/srv/models/Qwen3.6-27B", "sglang_server_name": "qwen",
     "sglang_server_unit_after": ["nvidia-persistenced.service"], "sglang_server_start_limit_interval_sec": 600,
-    "sglang_server_start_limit_burst": 3, "sglang_server_user": "sglang", "sglang_server_service_group": "sglang",
+    "sglang_server_start_limit_burst": 3, "sglang_server_user": "sglang", "sglang_server_unix_group": "sglang",
     "sglang_server_env_dir": "/etc/sglang", "sglang_server_python": "/opt/sglang/venv/bin/python",
     "__sglang_server_args": {"host": "127.0.0.1", "port": 30000, "tp_size": 2},
     "__sglang_server_config": "/etc/sglang/qwen.yaml", "sglang_server_home": "/var/lib/sglang",

@@ -342,6 +342,25 @@ def lock_path(local_dir):
     return os.path.join(os.path.dirname(local_dir), ".%s.gpuserve-lock" % os.path.basename(local_dir))
 
 
+def lock_holder(local_dir):
+    """Who holds the lock of local_dir ({pid, host, what, since}), or None - read only, nothing written (check mode)."""
+    path = lock_path(local_dir)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except (IOError, OSError):
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None
+    except (IOError, OSError):
+        try:
+            return json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
+        except ValueError:
+            return {}
+    finally:
+        os.close(fd)
+
+
 def acquire_lock(local_dir, what):
     """An exclusive, non-blocking lock on local_dir for this process (released when the file is closed or the
     process dies); a second run gets HubError("locked") naming who holds it since when."""

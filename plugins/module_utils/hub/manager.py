@@ -17,12 +17,14 @@ import re
 import shutil
 
 from ..host import Failed, secret_problem
-from .files import MANIFEST, PROGRESS, HubError, is_commit, repo_id_problem, revision_problem
+from .files import (MANIFEST, PROGRESS, HubError, acquire_lock, is_commit, lock_holder, lock_path, repo_id_problem,
+                    revision_problem)
 from .snapshot import NotYet, read_token, repair_owner, snapshot
 from .sources import AutoHub, Hub, LibraryHub, LocalSource, RsyncSource
 
 ARGUMENT_SPEC = dict(
-    repo_id=dict(type="str", required=True),
+    repo_id=dict(type="str"),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
     revision=dict(type="str", default="main"),
     local_dir=dict(type="path", required=True),
     endpoint=dict(type="str", default="https://huggingface.co"),
@@ -51,7 +53,7 @@ ARGUMENT_SPEC = dict(
 )
 HOST_RE = re.compile(r"^([A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])$")
 MUTUALLY_EXCLUSIVE = [["token", "token_file"], ["source_dir", "source_host"]]
-REQUIRED_IF = [["downloader", "huggingface_hub", ["python"]]]
+REQUIRED_IF = [["downloader", "huggingface_hub", ["python"]], ["state", "present", ["repo_id"]]]
 
 
 class SnapshotFailed(Failed):
@@ -73,6 +75,8 @@ class SnapshotManager(object):
 
     def ensure(self):
         p = self.p
+        if p["state"] == "absent":
+            return self.remove()
         problem = repo_id_problem(p["repo_id"]) or revision_problem(p["revision"])
         if problem:
             raise SnapshotFailed(problem + "; nothing was changed", dict(changed=False))
@@ -91,6 +95,47 @@ class SnapshotManager(object):
         except HubError as e:
             self.fail(e, error_kind=e.kind, status=e.status, path=p["local_dir"])
         return self.result_of(r)
+
+    def remove(self):
+        """state=absent: the model this module put at ``local_dir`` removed - the directory (when it holds this
+        module's manifest), the revision kept beside it (<local_dir>.previous) and any staging directory
+        (<local_dir>.staging-<sha>). A directory without the manifest is not this module's: left, and named."""
+        local_dir = self.p["local_dir"].rstrip("/")
+        parent, base = os.path.split(local_dir)
+        removed = []
+        for path in [local_dir, local_dir + ".previous"]:
+            if os.path.isdir(path) and not os.path.islink(path):
+                if os.path.isfile(os.path.join(path, MANIFEST)):
+                    removed.append(path)
+                else:
+                    self.warnings.append("%s holds no %s: not this module's model, left in place" % (path, MANIFEST))
+        if os.path.isdir(parent):
+            removed += sorted(os.path.join(parent, n) for n in os.listdir(parent) if n.startswith(base + ".staging-")
+                              and os.path.isdir(os.path.join(parent, n)))
+        lock = lock_path(local_dir)
+        if os.path.exists(lock):            # a run writing into it holds it: refused, nothing removed
+            holder = lock_holder(local_dir)
+            if holder is not None:
+                self.fail(HubError("locked", "%s is being written by another run (pid %s, %s since %s): wait for it to "
+                                             "end, or stop it; nothing was removed" % (
+                                                 local_dir, holder.get("pid", "?"), holder.get("what", "?"),
+                                                 holder.get("since", "?"))), error_kind="locked", path=local_dir)
+            removed.append(lock)
+        if not self.check_mode:
+            try:
+                fd = acquire_lock(local_dir, "removal") if lock in removed else None
+            except HubError as e:
+                self.fail(e, error_kind=e.kind, path=local_dir)
+            try:
+                for path in removed:
+                    if path != lock:
+                        shutil.rmtree(path)
+                if fd is not None:
+                    os.remove(lock)
+            finally:
+                if fd is not None:
+                    os.close(fd)
+        return dict(changed=bool(removed), removed=removed, path=local_dir)
 
     def open(self):
         """The account that owns the model (or None) and the source to fetch from; HubError names a bad input."""

@@ -18,6 +18,7 @@ __metaclass__ = type
 
 import grp
 import os
+import shutil
 
 from ..host import Failed, read_json, secret_problem, write_private
 from .argv import SECRET_ARGS, ArgvError, config_text, helper_rank, is_loopback, local_url, server_argv
@@ -31,7 +32,7 @@ from .watch import launch_facts, server_info, watch
 
 ARGUMENT_SPEC = dict(
     name=dict(type="str", required=True),
-    state=dict(type="str", default="started", choices=["started", "stopped", "restarted"]),
+    state=dict(type="str", default="started", choices=["started", "stopped", "restarted", "absent"]),
     python=dict(type="path"),
     model_path=dict(type="str"),
     args=dict(type="dict", default={}),
@@ -39,7 +40,9 @@ ARGUMENT_SPEC = dict(
     public_env=dict(type="dict", default={}),
     api_key=dict(type="str", no_log=True),
     config_file=dict(type="path"),
-    config_group=dict(type="str"),
+    config_unix_group=dict(type="str", aliases=["config_group"],
+                           deprecated_aliases=[dict(name="config_group", version="1.0.0",
+                                                    collection_name="gpuserve.sglang")]),
     allow_public_without_api_key=dict(type="bool", default=False),
     host=dict(type="str", default="127.0.0.1"),
     port=dict(type="int", default=30000),
@@ -115,6 +118,8 @@ class ServerManager(object):
         if not self.name.replace("-", "").replace("_", "").isalnum():
             self.fail("name=%r: use letters, digits, '-' and '_' only (it names files)" % self.name)
         self.read_running()
+        if self.p["state"] == "absent":
+            return self.remove()
         if self.p["state"] == "stopped":
             if self.running:
                 self.result["changed"] = True
@@ -132,6 +137,38 @@ class ServerManager(object):
             self.result["status"] = "would_restart" if self.running else "would_start"
             return self.done()
         return self.start()
+
+    def remove(self):
+        """state=absent: stopped, then every file this module writes or keeps for the server removed - the unit
+        (disabled first, systemd reloaded after), the env and --config files (the secrets), the launch record, the
+        progress file, the last good copies (secrets too) and the metrics file. The log stays: it is the record of
+        what ran (the role's purge removes it). ``removed`` lists what went, or would go in check mode."""
+        p = self.p
+        config_file = p["config_file"] or os.path.join(
+            os.path.dirname(self.env_file) if self.systemd else self.state_dir, self.name + ".yaml")
+        unit_file = (p["unit_file"] or os.path.join("/etc/systemd/system", self.unit)) if self.systemd else None
+        files = [unit_file, self.env_file if self.systemd else None, config_file, self.state_path, p["progress_file"],
+                 p["metrics_file"], LastGood(self.state_dir, self.name).dir]
+        removed = [f for f in files if f and os.path.lexists(f)]
+        self.result.update(changed=bool(removed) or self.running, removed=removed, status="absent")
+        self.result["diff"] = {"before": {"running": self.running, "files": removed}, "after": {"running": False, "files": []}}
+        if self.check_mode or not self.result["changed"]:
+            return self.done()
+        if self.running:
+            self.halt(self.cur_pid)
+        if unit_file in removed:
+            rc, _out, err = systemctl("disable", "--quiet", self.unit)
+            if rc != 0 and "does not exist" not in err and "not loaded" not in err:
+                self.fail("systemctl disable %s: %s - the server is stopped, its files are kept" % (self.unit, err.strip()))
+        for path in removed:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+        if unit_file in removed:
+            systemctl("daemon-reload")
+            systemctl("reset-failed", self.unit)
+        return self.done()
 
     def read_running(self):
         self.prev = read_json(self.state_path) or {}
@@ -184,7 +221,7 @@ class ServerManager(object):
             self.secret_config = config_text({"api_key": key}) if key else None
         except ArgvError as exc:
             self.fail(str(exc))
-        self.config_gid = self.group_id(p["config_group"])
+        self.config_gid = self.group_id(p["config_unix_group"])
         public = dict((str(k), str(v)) for k, v in p["public_env"].items())
         secret_env = dict((str(k), str(v)) for k, v in p["env"].items())
         self.env = dict(public)
@@ -210,7 +247,7 @@ class ServerManager(object):
             return grp.getgrnam(group).gr_gid
         except KeyError:
             if not self.check_mode:   # a look before the role creates the group writes nothing
-                self.fail("config_group=%s: no such group on the target (create the service group first)" % group)
+                self.fail("config_unix_group=%s: no such group on the target (create the service group first)" % group)
         return None
 
     def secrets_digest(self, secrets):

@@ -25,7 +25,7 @@ import shutil
 import time
 
 from ..host import Failed, write_json
-from .uv import (VERIFY_CODE, BuildProgress, SealError, build_id, decide, gpu_view, imports_fingerprint, install_steps,
+from .uv import (MARKER, VERIFY_CODE, BuildProgress, SealError, build_id, decide, gpu_view, imports_fingerprint, install_steps,
                  parse_lock, parse_verify, prune, read_imports_cache, read_marker, run_streaming, seal, tool_problem,
                  write_imports_cache, write_marker)
 
@@ -34,11 +34,12 @@ _VERSION_CODE = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
 
 ARGUMENT_SPEC = dict(
     path=dict(type="path", required=True),
+    state=dict(type="str", default="present", choices=["present", "absent"]),
     store=dict(type="path"),
-    uv=dict(type="path", required=True),
+    uv=dict(type="path"),
     python=dict(type="str", default="/usr/bin/python3"),
     python_downloads=dict(type="bool", default=False),
-    lock=dict(type="path", required=True),
+    lock=dict(type="path"),
     packages=dict(type="list", elements="str", default=[]),
     packages_no_deps=dict(type="list", elements="str", default=[]),
     extra=dict(type="list", elements="str", default=[]),
@@ -59,6 +60,9 @@ ARGUMENT_SPEC = dict(
     verify_cached=dict(type="bool", default=False),
     uv_version=dict(type="str"),
 )
+
+
+REQUIRED_IF = [("state", "present", ("uv", "lock"))]
 
 
 class VenvFailed(Failed):
@@ -166,6 +170,8 @@ class VenvManager(object):
         raise VenvFailed(msg, self.result if result is None else result)
 
     def ensure(self):
+        if self.p["state"] == "absent":
+            return self.remove()
         try:
             self.b = Runner(self.p, self.run, self.which)
             self.preflight()
@@ -179,6 +185,42 @@ class VenvManager(object):
             return self.finish()
         except _Done as done:
             return done.result
+
+    def remove(self):
+        """state=absent: the symlink at ``path`` and the builds this module made in ``store`` (each directory named
+        by a build id, sealed with its marker or not) removed, then ``store`` when nothing else is left in it. A real directory at ``path`` (not
+        this module's) or anything else in ``store`` is left where it is and named in a warning."""
+        removed, kept = [], []
+        if os.path.islink(self.path):
+            removed.append(self.path)
+        elif os.path.lexists(self.path):
+            kept.append(self.path)
+        builds = sorted(os.listdir(self.store)) if os.path.isdir(self.store) and not os.path.islink(self.store) else []
+        for name in builds:
+            d = os.path.join(self.store, name)
+            ours = len(name) == 16 and all(c in "0123456789abcdef" for c in name)     # build_id()
+            if os.path.isdir(d) and not os.path.islink(d) and (ours or os.path.isfile(os.path.join(d, MARKER))):
+                removed.append(d)
+            elif not name.startswith("."):
+                kept.append(d)
+        store_goes = os.path.isdir(self.store) and not kept
+        if store_goes:
+            removed.append(self.store)
+        if kept:
+            self.warnings.append("left in place, not built by this module: %s" % ", ".join(kept))
+        self.result = dict(changed=bool(removed), removed=removed, path=self.path)
+        if self.diff:
+            self.result["diff"] = {"before": {"paths": removed}, "after": {"paths": []}}
+        if self.check_mode:
+            return self.result
+        for path in removed:
+            if os.path.islink(path):
+                os.remove(path)
+            elif path != self.store:
+                shutil.rmtree(path)
+        if store_goes:
+            shutil.rmtree(self.store)
+        return self.result
 
     # -- preflight: nothing on disk changes before every input has been checked -------------------------------------
     def preflight(self):

@@ -124,3 +124,51 @@ def test_requests_through_the_router_reach_both_replicas(host):
     served = [a - b for a, b in zip(after, before)]
     print("requests answered per replica through the router: CT 100 %d, CT 101 %d" % tuple(served))
     assert sum(served) == 40
+
+
+def test_undeploy_removes_what_deploy_put_in_place_and_keeps_the_rest(host):
+    """#47 item 4, last (it takes the deployment away): undeploy.yml in check mode changes nothing; then the routers,
+    both servers (units, secrets, records), the venvs and the passthrough lines go, the operator's own line in the CT
+    config, the model, the logs and the CTs stay; a second run changes nothing; undeploy_purge takes the model and
+    the logs too."""
+    import re  # pylint: disable=import-outside-toplevel
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    from lab_runbook import ROOT, ansible_playbook, molecule_inventory  # pylint: disable=import-outside-toplevel
+    inventories = ["-i", os.path.join(ROOT, "inventory", "lab"), "-i", molecule_inventory()]
+    undeploy = os.path.join(ROOT, "playbooks", "undeploy.yml")
+
+    def changed(out):
+        return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", out, re.M)}
+
+    operator = "lxc.cgroup2.devices.allow: c 10:200 rwm"        # /dev/net/tun: the operator's, not an NVIDIA major
+    host.check_output("echo '%s' >> /etc/pve/lxc/100.conf" % operator)
+    look = ansible_playbook(inventories + [undeploy, "--check", "--diff"])
+    assert look.returncode == 0, look.stdout[-3000:]
+    assert changed(look.stdout)["ct100"] > 0 and changed(look.stdout)["pvehost"] > 0
+    assert ct(host, "systemctl", "is-active", "sglang-llama.service") == "active"          # check mode: nothing
+    assert "dev0: /dev/nvidia0" in host.file("/etc/pve/lxc/100.conf").content_string
+    run = ansible_playbook(inventories + [undeploy])
+    assert run.returncode == 0, run.stdout[-3000:]
+    for vmid in (100, 101):
+        gone = ["/etc/systemd/system/sglang-llama.service", "/etc/sglang/llama.env", "/etc/sglang/llama.yaml",
+                "/etc/sglang/hf-token", "/var/lib/gpuserve-sglang/llama.state.json", "/var/lib/gpuserve-sglang/llama.last-good",
+                "/etc/logrotate.d/sglang-llama", "/opt/sglang/venv", "/opt/sglang/venv.builds"]
+        left = host.run("pct exec %d -- ls -d %s" % (vmid, " ".join(gone))).stdout.split()
+        assert left == [], (vmid, left)
+        assert host.run("pct exec %d -- systemctl is-active sglang-llama.service" % vmid).stdout.strip() != "active"
+        assert ct(host, "test", "-s", "/var/log/sglang/llama.log", vmid=vmid) == ""                   # kept
+        assert ct(host, "test", "-f", "/srv/models/Llama-3.1-8B-Instruct/.gpuserve-snapshot.json", vmid=vmid) == ""
+    router = ["/etc/systemd/system/sglang-router-router.service", "/etc/sglang-router/router.key", "/opt/sglang-router/venv"]
+    assert host.run("pct exec 100 -- ls -d %s" % " ".join(router)).stdout.split() == []
+    conf = host.file("/etc/pve/lxc/100.conf").content_string
+    assert "/dev/nvidia" not in conf and operator in conf
+    assert "/dev/nvidia" not in host.file("/etc/pve/lxc/101.conf").content_string
+    again = ansible_playbook(inventories + [undeploy])
+    assert again.returncode == 0 and set(changed(again.stdout).values()) == {0}, again.stdout[-3000:]
+    purge = ansible_playbook(inventories + [undeploy, "-e", "undeploy_purge=true"])
+    assert purge.returncode == 0, purge.stdout[-3000:]
+    for vmid in (100, 101):
+        assert host.run("pct exec %d -- ls -d /srv/models/Llama-3.1-8B-Instruct /var/log/sglang/llama.log"
+                        % vmid).stdout.split() == []
+    print("undeploy: check mode changed %s, then removed; the second run changed=0; purge took the model and logs"
+          % changed(look.stdout))
