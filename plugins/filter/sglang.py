@@ -128,6 +128,14 @@ def sglang_group_status(containers, hosts=None, *before_0_13):
     return out
 
 
+def sglang_scrape_targets(containers, routers=None, nodes=None, exporter_port=9100):
+    """Prometheus file_sd target groups by job for the inventory's servers, containers, routers and nodes."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
+    containers = _containers(containers, "sglang_scrape_targets")
+    return server_utils.scrape_targets(containers, sglang_server_groups(containers), routers or [], nodes or [],
+                                       int(exporter_port))
+
+
 def _nodes(containers, ranks):
     by_name = {c["name"]: c for c in containers}
     nodes = []
@@ -298,7 +306,7 @@ class FilterModule(object):
                 "nvidia_select_gpus": nvidia_select_gpus, "nvidia_gpu_minors": nvidia_gpu_minors, "sglang_is_loopback": sglang_is_loopback,
                 "sglang_local_url": sglang_local_url, "sglang_server_groups": sglang_server_groups,
                 "sglang_replica_hosts": sglang_replica_hosts, "sglang_group_restart": sglang_group_restart,
-                "sglang_group_status": sglang_group_status,
+                "sglang_group_status": sglang_group_status, "sglang_scrape_targets": sglang_scrape_targets,
                 "sglang_group_mismatches": sglang_group_mismatches, "sglang_manifest_digest": sglang_manifest_digest,
                 "sglang_args_from_argv": sglang_args_from_argv,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,

@@ -31,6 +31,15 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     echo "bootstrap: please install: ${pkgs[*]}" >&2; exit 1
   fi
 fi
+# promtool (Debian's prometheus package, its recommends left out): the alert rules are checked and unit-tested by
+# tests/integration/test_alert_rules.py
+if ! command -v promtool >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  else
+    echo "bootstrap: please install: prometheus (for promtool)" >&2; exit 1
+  fi
+fi
 
 stamp=".venv/.requirements.sha256"
 want="$(sha256sum requirements-dev.txt | cut -d' ' -f1)"

@@ -27,7 +27,7 @@ from .group import (connect, dist_init_addr, group_layout, group_status, interfa
                     rank_mismatches, restart_command, serving)
 from .router import (RouterClient, RouterError, normalize_url, reconcile, router_argv, router_problems,
                      worker_url_problem)
-from .metrics import FAMILIES as PLAN_METRICS, plan_metrics, write_plan_metrics
+from .metrics import FAMILIES as PLAN_METRICS, plan_metrics, scrape_targets, write_plan_metrics
 
 __all__ = (
     "ARGUMENT_SPEC", "ArgvError", "LastGood", "NAMESPACING", "PLAN_METRICS", "REQUIRED_IF", "RouterClient",
@@ -35,7 +35,7 @@ __all__ = (
     "config_text", "connect", "control_problems", "dist_init_addr", "environment_file", "exec_failure",
     "failure_message", "group_layout", "group_status", "helper_rank", "http_get", "interface_to", "is_loopback",
     "keep_running", "launch", "launch_facts", "listen", "load_salt", "local_url", "manifest_digest", "normalize_url",
-    "owned_by", "pid_alive", "plan_metrics", "plan_vs_actual", "port_conflict", "port_in_use_failure", "port_owner",
+    "owned_by", "pid_alive", "plan_metrics", "plan_vs_actual", "scrape_targets", "port_conflict", "port_in_use_failure", "port_owner",
     "rank_mismatches", "read_launch_record", "reconcile", "restart_command", "router_argv", "router_problems",
     "secret_digest", "secret_values", "server_argv", "server_info", "serving", "state_path", "stop", "systemctl",
     "systemd_exec_line", "systemd_start", "unit_journal", "unit_name_problems", "unit_show", "unit_value",

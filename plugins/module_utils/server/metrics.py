@@ -43,3 +43,41 @@ def write_plan_metrics(path, server, record, mem_fraction_static=None):
     """The text file, replaced atomically (a temporary name beside it that the collector skips: it reads *.prom
     only), readable by the exporter's account."""
     write_textfile(path, plan_metrics(server, record, mem_fraction_static))
+
+
+def _host_port(url_or_addr, default_port):
+    """``http://10.0.3.101:30000/`` -> ``10.0.3.101:30000``; ``10.0.3.5`` -> ``10.0.3.5:<default_port>``."""
+    rest = str(url_or_addr).split("://", 1)[-1].split("/", 1)[0]
+    if rest.startswith("["):                                  # [v6]:port
+        return rest if "]:" in rest else "%s:%d" % (rest, default_port)
+    return rest if ":" in rest else "%s:%d" % (rest, default_port)
+
+
+def scrape_targets(containers, layout, routers=(), nodes=(), exporter_port=9100):
+    """Prometheus file_sd target groups ({job: [{"targets": [...], "labels": {...}}]}) for what the inventory deploys.
+
+    ``containers``: records of playbooks/vars/containers.yml (name, node, url, metrics, server, address - none: the
+    host of its url); ``layout``:
+    group_layout's result (the ranks of each multi-node group); ``routers``: [{name, host, port}] (the router's
+    Prometheus endpoint); ``nodes``: [{name, address}]. Jobs: ``gpuserve-sglang`` each serving server with metrics on
+    (a group's rank 0 only: SGLang serves no API, so no /metrics, on the other ranks), at its URL; ``gpuserve-ct`` the
+    node exporter of each container (the plan's textfile), with its group and rank; ``gpuserve-router``;
+    ``gpuserve-node`` the node exporter of each Proxmox node (nvidia_gpu_facts' textfile)."""
+    ranks = dict((r["name"], (group, r["rank"])) for group, g in layout.items() for r in g["ranks"])
+    out = {"gpuserve-sglang": [], "gpuserve-ct": [], "gpuserve-router": [], "gpuserve-node": []}
+    for c in containers:
+        labels = {"ct": c["name"], "server": str(c.get("server") or "sglang")}
+        if c.get("node"):
+            labels["node"] = str(c["node"])
+        group, rank = ranks.get(c["name"], (None, None))
+        if c.get("metrics") and (group is None or rank == 0):
+            out["gpuserve-sglang"].append({"targets": [_host_port(c["url"], 30000)], "labels": labels})
+        ct_labels = dict(labels, group=group, rank=str(rank)) if group is not None else labels
+        address = c.get("address") or _host_port(c["url"], 30000).rsplit(":", 1)[0]     # default: where it serves
+        out["gpuserve-ct"].append({"targets": [_host_port(address, exporter_port)], "labels": ct_labels})
+    for r in routers:
+        out["gpuserve-router"].append({"targets": [_host_port("%s:%s" % (r["host"], r["port"]), 29000)],
+                                       "labels": {"router": str(r["name"])}})
+    for n in nodes:
+        out["gpuserve-node"].append({"targets": [_host_port(n["address"], exporter_port)], "labels": {"node": n["name"]}})
+    return out
