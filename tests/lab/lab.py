@@ -52,7 +52,13 @@ PACKAGES = ["systemd", "systemd-sysv", "dbus", "python3", "python3-apt", "iprout
             "logrotate",
             # PyYAML: the system python3 stands for the SGLang venv in role scenarios, and SGLang reads its
             # --config file (the API key) with yaml.safe_load
-            "python3-yaml"]
+            "python3-yaml",
+            # Prometheus and its node exporter: the sglang_monitoring role's install in the real scenario (CT 100),
+            # the node exporter on the node; not started at boot (the hook below): only where a scenario starts them
+            "prometheus", "prometheus-node-exporter"]
+# the services the packages above would start in every guest, disabled in the image (the role enables them)
+CUSTOMIZE = 'chroot "$1" systemctl disable prometheus.service prometheus-node-exporter.service'
+
 CONTAINERS_CONF = """[containers]
 default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
 [engine]
@@ -160,14 +166,14 @@ def image_exists(ref):
 
 
 def debian_image():
-    recipe = "mmdebstrap --variant=minbase --include=%s %s" % (",".join(PACKAGES), SUITE)
+    recipe = "mmdebstrap --variant=minbase --include=%s --customize-hook=%s %s" % (",".join(PACKAGES), CUSTOMIZE, SUITE)
     tag = "localhost/gpuserve-lab/debian12-systemd:%s" % digest(recipe)
     tar = os.path.join(BUILD, "debian12-%s.tar" % tag.rsplit(":", 1)[1])
     if not os.path.exists(tar):
         log("building the Debian 12 rootfs (mmdebstrap, ~1 min)")
         tmp = tar + ".part"
         run(["mmdebstrap", "--quiet", "--format=tar", "--variant=minbase", "--include=" + ",".join(PACKAGES),
-             SUITE, tmp, debian_mirror()])
+             "--customize-hook=" + CUSTOMIZE, SUITE, tmp, debian_mirror()])
         os.rename(tmp, tar)
     if not image_exists(tag):
         log("importing %s" % tag)

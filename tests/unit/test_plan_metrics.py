@@ -107,3 +107,32 @@ def test_a_lost_gpu_and_a_driver_mismatch_are_samples_an_alert_can_fire_on():
     assert mismatch["gpuserve_nvidia_driver_mismatch"][2] == {(("node", "pve1"),): 1}
     none = parse(GPUS.gpu_metrics("pve1", NV.gpu_facts("", "", None)))     # no driver: no GPU, no mismatch sample
     assert none["gpuserve_nvidia_gpus"][2] == {(("node", "pve1"),): 0} and "gpuserve_nvidia_driver_mismatch" not in none
+
+
+def _rec(name, **kw):
+    r = {"name": name, "node": "pve1", "group": None, "rank": None, "url": "http://127.0.0.1:30000", "metrics": True,
+         "server": "llama", "address": None, "port": 30000, "dist_port": 5000, "tp_size": 1, "pp_size": 1,
+         "gpus": None}
+    r.update(kw)
+    return r
+
+
+def test_scrape_targets_by_job_from_the_inventory_records():
+    """#48 item 2: one file_sd list per job. A server with metrics at its URL's host:port, a group's rank 0 only (no
+    /metrics on the others), none without metrics; every container's node exporter at its address (default: its URL's
+    host), a group's ranks labelled; routers and nodes at theirs. IPv6 keeps its brackets."""
+    cts = [_rec("ct129", url="http://10.0.3.129:30001/"),
+           _rec("ct100", url="http://10.0.3.100:30000", group="g", server="qwen"),
+           _rec("ct101", url="http://10.0.3.101:30000", group="g", server="qwen", address="192.0.2.7"),
+           _rec("ct140", url="http://[fd00::8]:30000", metrics=False)]
+    layout = SERVER.group_layout([c for c in cts if c["group"]])
+    out = SERVER.scrape_targets(cts, layout, routers=[{"name": "router", "host": "127.0.0.1", "port": 29000}],
+                                nodes=[{"name": "pve1", "address": "10.0.0.2"}], exporter_port=9100)
+    assert [(g["targets"], g["labels"]) for g in out["gpuserve-sglang"]] == [
+        (["10.0.3.129:30001"], {"ct": "ct129", "server": "llama", "node": "pve1"}),
+        (["10.0.3.100:30000"], {"ct": "ct100", "server": "qwen", "node": "pve1"})]
+    assert [(g["targets"], g["labels"].get("group"), g["labels"].get("rank")) for g in out["gpuserve-ct"]] == [
+        (["10.0.3.129:9100"], None, None), (["10.0.3.100:9100"], "g", "0"), (["192.0.2.7:9100"], "g", "1"),
+        (["[fd00::8]:9100"], None, None)]
+    assert out["gpuserve-router"] == [{"targets": ["127.0.0.1:29000"], "labels": {"router": "router"}}]
+    assert out["gpuserve-node"] == [{"targets": ["10.0.0.2:9100"], "labels": {"node": "pve1"}}]

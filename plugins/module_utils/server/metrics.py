@@ -61,7 +61,7 @@ def scrape_targets(containers, layout, routers=(), nodes=(), exporter_port=9100)
     group_layout's result (the ranks of each multi-node group); ``routers``: [{name, host, port}] (the router's
     Prometheus endpoint); ``nodes``: [{name, address}]. Jobs: ``gpuserve-sglang`` each serving server with metrics on
     (a group's rank 0 only: SGLang serves no API, so no /metrics, on the other ranks), at its URL; ``gpuserve-ct`` the
-    node exporter of each container (the plan's textfile), with its group and rank; ``gpuserve-router``;
+    node exporter of each container (the plan's textfile, whose samples carry their server), with its group and rank; ``gpuserve-router``;
     ``gpuserve-node`` the node exporter of each Proxmox node (nvidia_gpu_facts' textfile)."""
     ranks = dict((r["name"], (group, r["rank"])) for group, g in layout.items() for r in g["ranks"])
     out = {"gpuserve-sglang": [], "gpuserve-ct": [], "gpuserve-router": [], "gpuserve-node": []}
@@ -72,7 +72,10 @@ def scrape_targets(containers, layout, routers=(), nodes=(), exporter_port=9100)
         group, rank = ranks.get(c["name"], (None, None))
         if c.get("metrics") and (group is None or rank == 0):
             out["gpuserve-sglang"].append({"targets": [_host_port(c["url"], 30000)], "labels": labels})
-        ct_labels = dict(labels, group=group, rank=str(rank)) if group is not None else labels
+        # the exporter's own samples say which server (the plan's textfile: label server; a CT may serve several)
+        ct_labels = dict((k, v) for k, v in labels.items() if k != "server")
+        if group is not None:
+            ct_labels.update(group=group, rank=str(rank))
         address = c.get("address") or _host_port(c["url"], 30000).rsplit(":", 1)[0]     # default: where it serves
         out["gpuserve-ct"].append({"targets": [_host_port(address, exporter_port)], "labels": ct_labels})
     for r in routers:

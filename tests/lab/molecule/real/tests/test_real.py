@@ -6,7 +6,10 @@ order and leave the server as they found it (the module puts the last good confi
 import json
 import os
 import re
+import shlex
 import sys
+import time
+import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))   # tests/lab/molecule
 from lab_http import KEY, PROBE  # noqa: E402  (shared with the other lab scenarios)
@@ -125,6 +128,61 @@ def test_sglangs_own_metrics_and_the_plan_sit_side_by_side(host):
     assert 'gpuserve_sglang_plan_within_tolerance{server="tiny"} 1' in prom
 
 
+# run inside the CT as `python3 -c PROM <path>`: the data of an answer of Prometheus' API (CT 100's, installed by
+# playbooks/monitoring.yml in converge)
+PROM = ("import json, sys, urllib.request\n"
+        "print(json.dumps(json.loads(urllib.request.urlopen('http://127.0.0.1:9090' + sys.argv[1], timeout=30)"
+        ".read())['data']))\n")
+JOBS = {"gpuserve-sglang", "gpuserve-ct", "gpuserve-router", "gpuserve-node"}
+
+
+def prom(host, path):
+    return json.loads(ct(host, "python3", "-c", PROM, path))
+
+
+def until(what, timeout, check):
+    """check() until it returns something true (bounded: ``what`` is the failure after ``timeout`` s)."""
+    deadline = time.time() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.time() < deadline, "%s within %d s" % (what, timeout)
+        time.sleep(2)
+
+
+def query(host, expr):
+    return prom(host, "/api/v1/query?query=" + urllib.parse.quote(expr))["result"]
+
+
+def test_prometheus_scrapes_every_target_and_the_plan_sits_beside_sglangs_tokens(host):
+    """#48 item 2: the real Prometheus monitoring.yml installed lists every target of the inventory up - the real
+    SGLang's /metrics, the real router's, CT 100's node exporter (the plan's textfile) and the node's - and one query
+    holds SGLang's KV tokens over the plan's: 8192 over 8192. The rules are loaded, none firing."""
+    def all_up():
+        health = {}
+        for t in prom(host, "/api/v1/targets")["activeTargets"]:
+            health.setdefault(t["labels"]["job"], set()).add(t["health"])
+        return health if JOBS <= set(health) and all(health[j] == {"up"} for j in JOBS) else None
+    until("every target up", 120, all_up)
+    # SGLang's family as Prometheus 2.42 stores it from the real 0.5.9: asked for OpenMetrics, its prometheus_client
+    # answers with escaping=underscores (sglang_max_total_num_tokens); a text 0.0.4 scrape keeps the colon
+    actual = '{__name__=~"sglang[:_]max_total_num_tokens", job="gpuserve-sglang"}'
+    both = actual + " / on(ct) group_left gpuserve_sglang_planned_max_total_num_tokens"
+    sides = (actual, "gpuserve_sglang_planned_max_total_num_tokens")
+    try:
+        (ratio,) = until("SGLang's KV tokens over the plan's", 60, lambda: query(host, both))
+    except AssertionError:
+        raise AssertionError("no answer to %s; each side: %s" % (both, [query(host, q) for q in sides]))
+    assert float(ratio["value"][1]) == 1.0 and ratio["metric"]["ct"] == "ct100"
+    (served,), (planned,) = [query(host, q) for q in sides]
+    assert served["value"][1] == planned["value"][1] == "8192" and planned["metric"]["job"] == "gpuserve-ct"
+    assert served["metric"]["__name__"] == "sglang_max_total_num_tokens"     # the spelling this pair stores
+    rules = [r for g in prom(host, "/api/v1/rules")["groups"] for r in g["rules"]]
+    assert len(rules) == 8 and {r["health"] for r in rules} == {"ok"}
+    assert [a for a in prom(host, "/api/v1/alerts")["alerts"] if a["state"] == "firing"] == []
+
+
 def test_the_seeds_error_for_real_named_restored_and_diagnosed(host):
     """A fraction too small: the real 0.5.9 dies of 'Not enough memory' (the seed's error); the module reads it from
     the launch's own log, puts the last good configuration back (serving again), and diagnose.yml replays the failed
@@ -192,3 +250,19 @@ def test_a_stop_is_a_stop_not_a_failure(host):
     s = runbook("status.yml")
     assert "stopped, not failed: SGLang ends itself with SIGKILL after a graceful exit" in said(s)
     assert "then stopped: SIGTERM, requests drained, exited" in said(s) and "no failure in this launch" in said(s)
+
+
+def test_prometheus_fires_when_the_server_is_stopped_and_clears_when_it_is_back(host):
+    """#48: the server stopped (by the test before): SGLangServerDown fires for it after its minute; started again,
+    the alert is gone once Prometheus scrapes it."""
+    def firing():
+        return [a for a in prom(host, "/api/v1/alerts")["alerts"]
+                if a["labels"]["alertname"] == "SGLangServerDown" and a["state"] == "firing"]
+    (alert,) = until("SGLangServerDown firing", 180, firing)
+    assert alert["labels"]["ct"] == "ct100" and alert["labels"]["server"] == "tiny"
+    host.check_output("pct exec 100 -- systemctl start %s" % UNIT)
+    until("the server ready again", 300,
+          lambda: host.run("pct exec 100 -- python3 -c %s /health" % shlex.quote(PROBE)).stdout.strip() == "200")
+    until("SGLangServerDown gone", 90, lambda: not firing() and not [
+        a for a in prom(host, "/api/v1/alerts")["alerts"] if a["labels"]["alertname"] == "SGLangServerDown"])
+    print("prometheus: SGLangServerDown fired while the server was stopped and cleared when it was back")
