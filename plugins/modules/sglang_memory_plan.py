@@ -122,6 +122,21 @@ options:
         O(measured) are its logged numbers. A replay that fits for a launch that died of C(kv_pool_oom) then says that
         its inputs differ from that launch's, and which (RV(replay_mismatch)).
     type: str
+  release:
+    description:
+      - The SGLang release the launch runs. The planner's arithmetic is per release, each proved against that
+        release's own code (C(make oracle)); a release it was not proved for is refused by name (nothing is planned),
+        never planned with another release's rules. Releases known - V(0.5.9).
+      - When O(python) has sglang installed, that release is the plan's, and a different O(release) is refused.
+      - Unset, and nothing installed beside O(python), V(0.5.9).
+    type: str
+    version_added: 0.14.0
+  python:
+    description:
+      - The launch's interpreter (the venv's C(bin/python)); the release installed in its environment is read from its
+        C(sglang-<version>.dist-info) (no process is started) and planned.
+    type: path
+    version_added: 0.14.0
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 notes:
@@ -154,6 +169,15 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+release:
+  description: The SGLang release planned (its arithmetic is the one the plan used).
+  returned: when planned
+  type: str
+  sample: 0.5.9
+release_source:
+  description: Where RV(release) was read - C(installed (<dist-info path>)), C(asked for (release)) or C(the default).
+  returned: when planned
+  type: str
 replay_mismatch:
   description: O(launch_failure=kv_pool_oom) and a plan that fits - the replay's inputs differ from that launch's; which
     (the free memory SGLang profiled with, from its own profile when the log has it), in numbers. Also the first line

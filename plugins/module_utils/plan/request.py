@@ -17,6 +17,7 @@ from ..host import Failed
 from .chart import replay_mismatch
 from .memory import plan
 from .model import PlanError, gpus_from_profile
+from .release import resolve_release
 from .sizes import checkpoint_bytes
 from .tune import TuneError, choose
 
@@ -39,6 +40,8 @@ PLAN_ARGUMENT_SPEC = dict(
     min_requests=dict(type="int", default=1),
     keep=dict(type="list", elements="str"),
     launch_failure=dict(type="str"),
+    release=dict(type="str"),
+    python=dict(type="path"),
 )
 
 
@@ -94,12 +97,30 @@ def checkpoint_note(result, config, gpus, args, measured):
 
 def plan_request(model_path=None, model_config=None, require=None, gpus=None, gpu_profile=None, gpu_count=1,
                  args=None, measured=None, weights_bytes=None, fail_on=("kv_pool_oom",), goal=None, allow=(),
-                 margin=0.05, min_context=None, min_requests=1, keep=None, launch_failure=None):
+                 margin=0.05, min_context=None, min_requests=1, keep=None, launch_failure=None, release=None,
+                 python=None):
     require, args = require or {}, args or {}
     missing = sorted(path for path in require if not os.path.exists(path))
     if missing:
         raise PlanRefused("missing: %s; nothing was planned" % "; ".join(
             "%s (%s)" % (path, require[path]) for path in missing), {"missing": missing})
+    try:
+        release, release_source = resolve_release(release, python)
+    except PlanError as exc:
+        raise PlanRefused(str(exc), {"release": release})
+    try:
+        result, warnings = _planned(model_path, model_config, gpus, gpu_profile, gpu_count, args, measured,
+                                    weights_bytes, fail_on, goal, allow, margin, min_context, min_requests, keep,
+                                    launch_failure)
+    except PlanRefused as exc:
+        exc.result.update(release=release, release_source=release_source)
+        raise
+    result.update(release=release, release_source=release_source)
+    return result, warnings
+
+
+def _planned(model_path, model_config, gpus, gpu_profile, gpu_count, args, measured, weights_bytes, fail_on, goal,
+             allow, margin, min_context, min_requests, keep, launch_failure):
     warnings = []
     try:
         config, weights = model_of(model_path, model_config, weights_bytes)
