@@ -97,7 +97,7 @@ def model_config():
 def test_plan_request_plans_the_installed_release(tmp_path):
     python, site = venv(tmp_path, "v", "0.5.9")
     result, dummy = SM.plan_request(model_config=model_config(), gpus=[A6000, A6000], args={"tp_size": 2},
-                                weights_bytes=55 * 10 ** 9, fail_on=(), python=python)
+                                    weights_bytes=55 * 10 ** 9, fail_on=(), python=python)
     assert result["release"] == "0.5.9"
     assert result["release_source"] == "installed (%s)" % os.path.join(site, "sglang-0.5.9.dist-info")
     assert len(result["per_gpu"]) == 2
