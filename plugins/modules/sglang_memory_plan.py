@@ -137,6 +137,14 @@ options:
         C(sglang-<version>.dist-info) (no process is started) and planned.
     type: path
     version_added: 0.14.0
+  chart:
+    description:
+      - Also return the plan as a picture, RV(chart_svg) - an SVG with one stacked bar per GPU (weights, the state pools,
+        the KV cache, the headroom) on one GiB scale, the static budget as a line across the bars, what is over budget
+        marked under its bar, and the outcome and the fixes beneath. Also when the plan refuses the launch.
+    type: bool
+    default: false
+    version_added: 0.15.0
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 notes:
@@ -169,6 +177,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+chart_svg:
+  description: The plan as an SVG document (O(chart=true)); C(playbooks/plan.yml -e plan_chart=<file>) writes it.
+  returned: when O(chart=true) and a plan was made (also with a refusal of the launch)
+  type: str
 release:
   description: The SGLang release planned (its arithmetic is the one the plan used).
   returned: when planned

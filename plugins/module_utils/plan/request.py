@@ -17,6 +17,7 @@ from ..host import Failed
 from .chart import replay_mismatch
 from .memory import plan
 from .model import PlanError, gpus_from_profile
+from .picture import chart_svg
 from .release import resolve_release
 from .sizes import checkpoint_bytes
 from .tune import TuneError, choose
@@ -42,6 +43,7 @@ PLAN_ARGUMENT_SPEC = dict(
     launch_failure=dict(type="str"),
     release=dict(type="str"),
     python=dict(type="path"),
+    chart=dict(type="bool", default=False),
 )
 
 
@@ -98,7 +100,7 @@ def checkpoint_note(result, config, gpus, args, measured):
 def plan_request(model_path=None, model_config=None, require=None, gpus=None, gpu_profile=None, gpu_count=1,
                  args=None, measured=None, weights_bytes=None, fail_on=("kv_pool_oom",), goal=None, allow=(),
                  margin=0.05, min_context=None, min_requests=1, keep=None, launch_failure=None, release=None,
-                 python=None):
+                 python=None, chart=False):
     require, args = require or {}, args or {}
     missing = sorted(path for path in require if not os.path.exists(path))
     if missing:
@@ -114,8 +116,12 @@ def plan_request(model_path=None, model_config=None, require=None, gpus=None, gp
                                     launch_failure)
     except PlanRefused as exc:
         exc.result.update(release=release, release_source=release_source)
+        if chart and exc.result.get("per_gpu"):   # a launch that would not start: the picture says why
+            exc.result["chart_svg"] = chart_svg(exc.result)
         raise
     result.update(release=release, release_source=release_source)
+    if chart:
+        result["chart_svg"] = chart_svg(result)
     return result, warnings
 
 
