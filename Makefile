@@ -7,7 +7,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(BIN):$(PATH)
 
-.PHONY: test deps collection lint sanity unit targets integration oracle wording bench lab lab-down molecule plan clean
+.PHONY: test deps collection lint sanity unit targets integration oracle wording bench lab lab-down molecule plan dashboard clean
 
 ## Run every check, failing fast, then print a summary.
 test: deps
@@ -47,6 +47,10 @@ bench: deps collection
 	$(BIN)/python tests/bench/bench_log_parser.py
 	$(BIN)/python tests/bench/bench_detection.py
 	$(SLOT0) python3 tests/bench/bench_deploy.py
+
+## Rebuild the Grafana dashboard's JSON from its code (grafana-foundation-sdk): roles/sglang_monitoring/files/.
+dashboard: deps
+	$(BIN)/python tests/grafana/build_dashboard.py
 
 ## The main job: the pre-flight memory plan of the motivating deployment, on localhost.
 plan: deps collection

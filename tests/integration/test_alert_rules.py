@@ -124,6 +124,8 @@ def test_a_real_prometheus_scrapes_the_targets_monitoring_yml_writes_and_loads_t
     again = ansible_playbook("-i", str(path), os.path.join(ROOT, "playbooks", "monitoring.yml"),
                              "-e", "sglang_monitoring_dir=%s gpuserve_monitoring_exporter_port=%d" % (out, exporter.server_port))
     assert "changed=0" in again.stdout and again.returncode == 0, again.stdout[-2000:]
+    with open(os.path.join(ROOT, "roles", "sglang_monitoring", "files", "gpuserve-sglang-dashboard.json")) as fh:
+        assert (out / "grafana" / "gpuserve-sglang.json").read_text() == fh.read()   # the dashboard, beside the rules
     jobs = ("gpuserve-sglang", "gpuserve-ct", "gpuserve-router", "gpuserve-node")
     servers = json.loads((out / "gpuserve-sglang.json").read_text())
     assert [(g["targets"], g["labels"]["ct"]) for g in servers] == [

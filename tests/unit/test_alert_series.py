@@ -30,8 +30,8 @@ def our_families():
         "state": "ok", "gpu_count": 1, "driver_version": "570.153.02", "kernel_module_version": "570.153.02",
         "gpus": [{"index": 0, "uuid": "GPU-1", "name": "RTX A6000", "memory_total_mib": 49140, "memory_used_mib": 0}],
         "lost_gpus": [{"pci_bus_id": "00000000:41:00.0"}]})
-    plan = server.plan_metrics("llama", {"planned": 10, "actual": 10, "ratio": 1.0, "tolerance": 0.1,
-                                         "within_tolerance": True}, 0.85)
+    plan = server.plan_metrics("llama", {"predicted_max_total_num_tokens": 10, "actual_max_total_num_tokens": 10,
+                                         "ratio": 1.0, "tolerance": 0.1, "within_tolerance": True}, 0.85)
     return set(re.findall(r"^# TYPE (\S+) gauge$", gpus + plan, re.M))
 
 
