@@ -189,8 +189,9 @@ def test_every_dashboard_query_runs_on_the_real_prometheus(host):
     """#48 item 4: each query of the Grafana dashboard (built by tests/grafana/build_dashboard.py) runs on the real
     Prometheus scraping the real 0.5.9 ($server and $node as "all", $__rate_interval as 5m): a query it refuses fails
     here. The server panels answer: the server up, the plan's KV tokens and SGLang's side by side for server tiny
-    (8192 each), the pool's usage, the requests, the throughput. The node's GPU panels need nvidia-smi's facts: the
-    lab node has no GPU, so they only have to run."""
+    (8192 each), the pool's usage, the requests, the throughput; and the node's driver state and lost GPUs, from the
+    textfile the nvidia_driver role's timer keeps (nvidia_driver_metrics, on in the lab). The lab node has no GPU:
+    the GPU memory panel only has to run."""
     with open(os.path.join(ROOT, "roles", "sglang_monitoring", "files", "gpuserve-sglang-dashboard.json")) as fh:
         board = json.load(fh)
     assert ct(host, "python3", "-c", CHAT, "30000", KEY, "0").startswith("200 assistant")   # the histograms move
@@ -202,7 +203,7 @@ def test_every_dashboard_query_runs_on_the_real_prometheus(host):
             answers[(panel["title"], target["refId"])] = query(host, expr)
     assert len(answers) >= 14
     for title in ("Servers up", "KV tokens: planned vs actual", "KV pool usage", "Requests running and queued",
-                  "Generation throughput"):
+                  "Generation throughput", "Driver state", "GPUs lost"):
         for (panel, ref), result in answers.items():
             if panel == title:
                 assert result, "%s (%s) has no data" % (title, ref)
