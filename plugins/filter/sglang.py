@@ -175,6 +175,16 @@ def uv_lock_pins(text):
     return venv_utils.parse_lock(text)
 
 
+def cuda_driver_check(pins, driver_version, node="the node", containers=()):
+    """The node's driver against the CUDA of a lock's torch (``pins``: uv_lock_pins' result): level ok, limited,
+    refuse or unknown, with the words and the fix."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import venv as venv_utils
+    if not isinstance(pins, dict):
+        raise AnsibleFilterError("cuda_driver_check: expected the pins of a lock (uv_lock_pins)")
+    return venv_utils.driver_check(str(driver_version or ""), venv_utils.lock_cuda(pins), str(node),
+                                   [str(c) for c in containers or []])
+
+
 def flash_attn_wheel_problems(filename, torch_version, cuda_version, python_version, cxx11abi=True, machine="x86_64"):
     from ansible_collections.gpuserve.sglang.plugins.module_utils import venv as venv_utils
     return venv_utils.flash_attn_mismatches(str(filename), str(torch_version), str(cuda_version),
@@ -310,6 +320,7 @@ class FilterModule(object):
                 "sglang_group_mismatches": sglang_group_mismatches, "sglang_manifest_digest": sglang_manifest_digest,
                 "sglang_args_from_argv": sglang_args_from_argv,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,
+                "cuda_driver_check": cuda_driver_check,
                 "flash_attn_max_jobs": flash_attn_max_jobs, "hf_repo_id_problem": hf_repo_id_problem,
                 "pve_vmid_problem": pve_vmid_problem, "lxc_passthrough_check": lxc_passthrough_check,
                 "nvidia_gpus_problem": nvidia_gpus_problem,

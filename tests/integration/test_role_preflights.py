@@ -75,6 +75,13 @@ CASES = [
      r"sglang_venv_lock_file=/nonexistent/sglang\.lock does not exist\. This role ships locks for .*sglang-0\.5\.9\.lock"),
     ("venv-pins", "sglang_venv", {"sglang_venv_sglang_version": "0.5.8", "sglang_venv_lock_file": LOCK_059},
      r"sglang-0\.5\.9\.lock pins sglang 0\.5\.9, not 0\.5\.8: point sglang_venv_lock_file at the lock of that version"),
+    # #47 item 2: the node's driver against the CUDA of the lock's torch (12.8, from its nvidia-cuda-runtime pin)
+    ("venv-cuda-driver", "sglang_venv", {"sglang_venv_node_driver_version": "515.105.01", "sglang_venv_node": "pve1",
+                                         "sglang_venv_node_containers": ["ct129", "ct131"]},
+     r"sglang_venv: the lock's torch runs on CUDA 12\.8, which an NVIDIA driver loads from 525\.60\.13 on \(570\.26 "
+     r"for all of it\), and pve1 has 515\.105\.01: .* Set nvidia_driver_version >= 570\.26 for pve1 \(role "
+     r"nvidia_driver\): upgrading the driver restarts every GPU container of pve1 \(ct129, ct131\).* Nothing was "
+     r"changed\."),
     ("hf-two-sources", "hf_model", dict(HF, hf_model_source_dir="/srv/snap", hf_model_source_host="node2"),
      r"Set hf_model_source_dir .* or hf_model_source_host .*, not both"),
     ("hf-host-key", "hf_model", dict(HF, hf_model_source_host="root@node2"),
