@@ -120,8 +120,8 @@ def test_sglangs_own_metrics_and_the_plan_sit_side_by_side(host):
     for the node exporter beside it holds the plan's KV tokens and SGLang's, the same 8192."""
     assert "--enable-metrics" in ct(host, "systemctl", "show", "-p", "ExecStart", "--value", UNIT)
     text = ct(host, "python3", "-c", GET, "30000", "/metrics")
-    samples = dict(re.match(r"^(sglang:[a-z_]+)\{[^}]*\} (\S+)$", line).groups() for line in text.splitlines()
-                   if re.match(r"^sglang:[a-z_]+\{[^}]*\} \S+$", line))
+    samples = dict(re.match(r"^(sglang:[a-z0-9_]+)\{[^}]*\} (\S+)$", line).groups() for line in text.splitlines()
+                   if re.match(r"^sglang:[a-z0-9_]+\{[^}]*\} \S+$", line))
     assert set(FAMILIES) <= set(samples), sorted(samples)
     assert float(samples["sglang:max_total_num_tokens"]) == 8192
     prom = ct(host, "cat", "/var/lib/prometheus/node-exporter/gpuserve_sglang_tiny.prom")
