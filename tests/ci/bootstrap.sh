@@ -20,7 +20,7 @@ done
 [ -x /usr/sbin/sshd ] || need_apt+=(sshd)
 # logrotate: the sglang_server role's log rotation, run for real by tests/integration/test_logrotate_real.py
 [ -x /usr/sbin/logrotate ] || need_apt+=(logrotate)
-# chromium: the plan's chart (an SVG) is rendered headless and its pixels checked, tests/integration/test_plan_chart.py
+# chromium: the plan's chart (an SVG) is rendered headless and its pixels checked, tests/integration/test_plan_chart_render.py
 command -v chromium >/dev/null || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   pkgs=()

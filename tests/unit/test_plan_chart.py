@@ -1,6 +1,6 @@
 """chart_svg and layout (plan/picture.py): the geometry from the plan's numbers, a well-formed SVG whose words are
 escaped, and the parts drawn in the stacking order. The picture as a browser paints it: tests/integration/
-test_plan_chart.py (headless Chromium)."""
+test_plan_chart_render.py (headless Chromium)."""
 import json
 import os
 import xml.etree.ElementTree as ET
