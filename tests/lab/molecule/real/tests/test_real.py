@@ -217,7 +217,7 @@ def test_every_dashboard_query_runs_on_the_real_prometheus(host):
 def test_the_seeds_error_for_real_named_restored_and_diagnosed(host):
     """A fraction too small: the real 0.5.9 dies of 'Not enough memory' (the seed's error); the module reads it from
     the launch's own log, puts the last good configuration back (serving again), and diagnose.yml replays the failed
-    launch with the numbers it logged, saying why a replay that fits is not that launch.
+    launch with the numbers it logged: the pool error again, or for a replay that fits, why it is not that launch.
 
     With --device cpu the free memory is the machine's, read twice by SGLang: at a fraction of 0.0001 the pool has
     about 2 MiB, and the server dies when the machine's free memory dropped by more between the two readings (its own
@@ -245,7 +245,12 @@ def test_the_seeds_error_for_real_named_restored_and_diagnosed(host):
         assert "(the failed launch before this one; the last good configuration was put back after it)" in said(d)
         assert "failure: kv_pool_oom - The static budget is mem_fraction_static x free memory = %s x" % fraction \
             in said(d)
-        assert "but the launch died of the pool error: the replay's inputs differ from that launch's" in said(d)
+        # the replay of the logged numbers either dies of the pool error too, or fits and says why it is not that
+        # launch (SGLang's second reading of the machine's free memory, 20-55 MiB lower): which one depends on what
+        # else the machine did between SGLang's two readings (a clean-clone run under load gave the first)
+        replayed_oom = "Outcome: kv_pool_oom: SGLang will stop with 'Not enough memory." in said(d)
+        assert replayed_oom or "but the launch died of the pool error: the replay's inputs differ from that " \
+            "launch's" in said(d), said(d)[-3000:]
         assert "replaying the launch's own args" in said(d) and '"mem_fraction_static": %s' % fraction in said(d)
         s = runbook("status.yml")
         assert "no failure in this launch" in said(s) and "failed and this, the last good configuration, was" in said(s)
