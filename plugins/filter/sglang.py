@@ -185,6 +185,17 @@ def cuda_driver_check(pins, driver_version, node="the node", containers=()):
                                    [str(c) for c in containers or []])
 
 
+def lock_wheels_check(lock_text, tags_text, python, glibc, machine, packages=None, lock_name="the lock",
+                      where="the container"):
+    """Whether a lock's pins install on the container's CPython, glibc and machine, from the tags record beside the
+    lock (None: the lock has none - level unknown)."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import venv as venv_utils
+    if not isinstance(lock_text, str) or not (tags_text is None or isinstance(tags_text, str)):
+        raise AnsibleFilterError("lock_wheels_check: expected the text of a lock file and of its .tags record")
+    return venv_utils.wheels_check(lock_text, tags_text, str(python), str(glibc), str(machine),
+                                   [str(p) for p in packages or []] or None, str(lock_name), str(where))
+
+
 def flash_attn_wheel_problems(filename, torch_version, cuda_version, python_version, cxx11abi=True, machine="x86_64"):
     from ansible_collections.gpuserve.sglang.plugins.module_utils import venv as venv_utils
     return venv_utils.flash_attn_mismatches(str(filename), str(torch_version), str(cuda_version),
@@ -320,7 +331,7 @@ class FilterModule(object):
                 "sglang_group_mismatches": sglang_group_mismatches, "sglang_manifest_digest": sglang_manifest_digest,
                 "sglang_args_from_argv": sglang_args_from_argv,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,
-                "cuda_driver_check": cuda_driver_check,
+                "cuda_driver_check": cuda_driver_check, "lock_wheels_check": lock_wheels_check,
                 "flash_attn_max_jobs": flash_attn_max_jobs, "hf_repo_id_problem": hf_repo_id_problem,
                 "pve_vmid_problem": pve_vmid_problem, "lxc_passthrough_check": lxc_passthrough_check,
                 "nvidia_gpus_problem": nvidia_gpus_problem,

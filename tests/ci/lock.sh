@@ -4,6 +4,10 @@
 #   tests/ci/lock.sh write 0.5.9                 regenerate roles/sglang_venv/files/locks/sglang-0.5.9.lock
 #   tests/ci/lock.sh write sglang-router-0.3.2   regenerate roles/sglang_router/files/locks/sglang-router-0.3.2.lock
 #   tests/ci/lock.sh check                       resolve every lock again and fail when one differs (stale or unresolvable)
+# Beside each lock, NAME.tags: the tags of every file it pins (tests/ci/lock_tags.py, from the index's file names of
+# the lock's sha256s), which the sglang_venv preflight checks the container's Python, glibc and machine against.
+# The .in file's `# resolve:` line, when there is one, replaces the default `--universal --python-version 3.10`
+# (a release that ships only for one platform and Python, as 0.5.23's cp311 manylinux_2_34 wheel, cannot be universal).
 # The resolution is reproducible: packages published after the date on the .in file's `exclude-newer:` line
 # are ignored, and the lock's own pins are uv's preferences (write and check alike), so a version that appears on
 # the index later with an older date does not move a pin. To take newer unpinned dependencies: move that date
@@ -27,11 +31,22 @@ compile() {  # compile NAME OUT   (NAME: sglang-0.5.9, sglang-router-0.3.2, ...;
   [ -f "$dir/$name.in" ] || { echo "lock: no $name.in in ${dirs[*]}" >&2; return 2; }
   newer="$(sed -n 's/^# exclude-newer: *//p' "$dir/$name.in")"
   [ -n "$newer" ] || { echo "lock: $dir/$name.in has no '# exclude-newer: <RFC 3339 date>' line" >&2; return 2; }
-  py=3.10
+  local resolve
+  resolve="$(sed -n 's/^# resolve: *//p' "$dir/$name.in")"
+  [ -n "$resolve" ] || resolve="--universal --python-version 3.10"
   local cmd="tests/ci/lock.sh write ${name#sglang-}"
   case "$name" in sglang-router-*) cmd="tests/ci/lock.sh write $name";; esac
-  (cd "$dir" && UV_PYTHON_DOWNLOADS=never "$uv" pip compile --quiet "$name.in" --universal --python-version "$py" --generate-hashes \
+  # shellcheck disable=SC2086  # $resolve is a list of uv options
+  (cd "$dir" && UV_PYTHON_DOWNLOADS=never "$uv" pip compile --quiet "$name.in" $resolve --generate-hashes \
      --exclude-newer "$newer" --custom-compile-command "$cmd" -o "$out")
+  # the same pins again as a PEP 751 pylock (it names each file): the tags of the files the lock pins
+  local pylock
+  pylock="$(mktemp -d)/pylock.toml"
+  # shellcheck disable=SC2086
+  (cd "$dir" && UV_PYTHON_DOWNLOADS=never "$uv" pip compile --quiet "$out" $resolve --exclude-newer "$newer" \
+     --format pylock.toml -o "$pylock")
+  python3 "$root/tests/ci/lock_tags.py" "$out" "$pylock" "${out%.lock}.tags" >/dev/null
+  rm -rf "$(dirname "$pylock")"
 }
 
 name_of() {  # write's argument: 0.5.9 is sglang-0.5.9, sglang-router-0.3.2 is itself
@@ -43,7 +58,7 @@ case "$mode" in
     name="$(name_of "${2:?usage: tests/ci/lock.sh write VERSION | sglang-router-VERSION}")"
     dir="$(dir_of "$name")"
     compile "$name" "$dir/$name.lock"
-    echo "lock: wrote $dir/$name.lock ($(grep -cE '^[a-z0-9]' "$dir/$name.lock") pins)";;
+    echo "lock: wrote $dir/$name.lock ($(grep -cE '^[a-z0-9]' "$dir/$name.lock") pins) and $name.tags";;
   check)
     tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
     for in in $(for d in "${dirs[@]}"; do ls "$d"/*.in; done); do
@@ -56,6 +71,10 @@ case "$mode" in
       if ! diff -u "$dir/$name.lock" "$tmp/$name.lock" >"$tmp/diff"; then
         head -40 "$tmp/diff"
         echo "lock: $name.lock is stale: run tests/ci/lock.sh write ${name#sglang-} and commit it" >&2; exit 1
+      fi
+      if ! diff -u "$dir/$name.tags" "$tmp/$name.tags" >"$tmp/diff"; then
+        head -40 "$tmp/diff"
+        echo "lock: $name.tags is stale or missing: run tests/ci/lock.sh write ${name#sglang-} and commit it" >&2; exit 1
       fi
       echo "lock: $name.lock resolves unchanged ($(grep -cE '^[a-z0-9]' "$dir/$name.lock") pins)"
     done

@@ -2,6 +2,7 @@
 message that names it and the fix, before anything changes. Each role's preflight is one assert (a re-run pays one
 task, not one per check), whose checks run in order with the first failing one as the message - as the separate
 asserts they replaced did; the cases below hold every message and that order (two bad inputs: the first is named)."""
+import glob
 import json
 import os
 import re
@@ -11,6 +12,9 @@ import pytest
 from ansible_helpers import ROOT, recap, run_playbook
 
 LOCK_059 = os.path.join(ROOT, "roles", "sglang_venv", "files", "locks", "sglang-0.5.9.lock")
+# a real CPython that is not 3.11 (pyenv's, as tests/ci/targets.sh finds them): 0.5.23's only wheel is cp311
+OTHER_PYTHON = (sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[02].*/bin/python3.1[02]")))
+                + [None])[0]
 SERVER = {"sglang_server_python": "/nonexistent/venv/bin/python", "sglang_server_model_path": "/nonexistent/model",
           "sglang_server_plan": False}
 NVIDIA = {"nvidia_driver_version": "580.126.09", "nvidia_driver_runfile_path": "/nonexistent/NVIDIA.run",
@@ -82,6 +86,18 @@ CASES = [
      r"for all of it\), and pve1 has 515\.105\.01: .* Set nvidia_driver_version >= 570\.26 for pve1 \(role "
      r"nvidia_driver\): upgrading the driver restarts every GPU container of pve1 \(ct129, ct131\).* Nothing was "
      r"changed\."),
+    # the same link for 0.5.23's lock: CUDA 13 (its nvidia-cuda-runtime 13.0.96) on the 570 branch that served 0.5.9
+    ("venv-cuda13-driver", "sglang_venv", {"sglang_venv_sglang_version": "0.5.23",
+                                           "sglang_venv_node_driver_version": "570.153.02", "sglang_venv_node": "pve1",
+                                           "sglang_venv_node_containers": ["CT 129", "CT 131"]},
+     r"sglang_venv: the lock's torch runs on CUDA 13\.0, which an NVIDIA driver loads from 580\.65\.06 on .* and pve1 "
+     r"has 570\.153\.02: .* Set nvidia_driver_version >= 580\.65\.06 for pve1 \(role nvidia_driver\): upgrading the "
+     r"driver restarts every GPU container of pve1 \(CT 129, CT 131\).* Nothing was changed\."),
+    # the second link: the interpreter's Python against the tags of the lock's files (a real other CPython, asked)
+    ("venv-wheels-python", "sglang_venv", {"sglang_venv_sglang_version": "0.5.23", "sglang_venv_python": OTHER_PYTHON},
+     r"sglang_venv: sglang-0\.5\.23\.lock does not install on localhost \(CPython 3\.1[02]\.\d+, glibc 2\.\d+, "
+     r"x86_64\): sglang==0\.5\.23 ships only cp311-cp311-manylinux_2_34_x86_64 \(CPython 3\.11, glibc >= 2\.34, "
+     r"x86_64\);.* Point sglang_venv_python at an interpreter the wheels are built for .* Nothing was changed\."),
     ("hf-two-sources", "hf_model", dict(HF, hf_model_source_dir="/srv/snap", hf_model_source_host="node2"),
      r"Set hf_model_source_dir .* or hf_model_source_host .*, not both"),
     ("hf-host-key", "hf_model", dict(HF, hf_model_source_host="root@node2"),

@@ -1,6 +1,7 @@
 """venv/compat.py: the node's NVIDIA driver against the CUDA of the lock's torch, read from the lock itself (its
 nvidia-cuda-runtime pin), with NVIDIA's driver rule (CUDA Toolkit release notes, Table 3) - refused below the CUDA
 major's minimum, limited below the toolkit's own driver, fine at or above it."""
+import hashlib
 import os
 
 import pytest
@@ -63,3 +64,113 @@ def test_the_table_is_ordered_as_nvidia_ships_it():
     drivers = [key(V.TOOLKIT_DRIVER[c]) for c in ordered]
     assert drivers == sorted(drivers)
     assert all(V.MAJOR_MINIMUM[m] == V.TOOLKIT_DRIVER[m + ".0"] for m in V.MAJOR_MINIMUM)
+
+
+# -- the second link: the container's Python, glibc and machine against the wheels the lock pins ----------------------
+LOCKS = os.path.join(ROOT, "roles", "sglang_venv", "files", "locks")
+
+
+def lock_and_tags(version):
+    with open(os.path.join(LOCKS, "sglang-%s.lock" % version)) as fh, \
+            open(os.path.join(LOCKS, "sglang-%s.tags" % version)) as th:
+        return fh.read(), th.read()
+
+
+def test_the_0523_lock_pins_cuda_13_from_its_unsuffixed_runtime_pin():
+    lock, _tags = lock_and_tags("0.5.23")
+    pins = V.parse_lock(lock)
+    assert pins["sglang"] == "0.5.23" and pins["torch"] == "2.14.1" and pins["sglang-kernel"] == "0.4.10"
+    assert "nvidia-cuda-runtime-cu12" not in pins and V.lock_cuda(pins) == "13.0"
+
+
+@pytest.mark.parametrize("where,python,glibc,machine,ok", [
+    ("Debian 12", "3.11.2", "2.36", "x86_64", True),
+    ("Ubuntu 22.04", "3.10.12", "2.35", "x86_64", False),   # cp311 only
+    ("Ubuntu 24.04", "3.12.3", "2.39", "x86_64", False),    # cp311 only
+    ("Debian 11 with a 3.11", "3.11.9", "2.31", "x86_64", False),  # manylinux_2_34
+    ("Debian 12 arm64", "3.11.2", "2.36", "aarch64", False),
+])
+def test_0523_installs_only_on_cpython_311_with_glibc_234_on_x86_64(where, python, glibc, machine, ok):
+    lock, tags = lock_and_tags("0.5.23")
+    r = V.wheels_check(lock, tags, python, glibc, machine, lock_name="sglang-0.5.23.lock", where="ct129")
+    assert (r["level"] == "ok") is ok, (where, r["msg"])
+    if not ok:
+        # the release's own wheel is named first, with what it asks for
+        assert r["problems"][0] == ("sglang==0.5.23 ships only cp311-cp311-manylinux_2_34_x86_64 (CPython 3.11, "
+                                    "glibc >= 2.34, x86_64)")
+        assert r["msg"].startswith("sglang-0.5.23.lock does not install on ct129 (CPython %s, glibc %s, %s): "
+                                   "sglang==0.5.23 ships only" % (python, glibc, machine))
+        assert "sglang_venv_python" in r["msg"] and "Debian 12: 2.36" in r["msg"]
+
+
+@pytest.mark.parametrize("python,glibc,machine", [("3.10.12", "2.35", "x86_64"), ("3.11.2", "2.36", "x86_64"),
+                                                  ("3.12.3", "2.39", "x86_64"), ("3.11.2", "2.36", "aarch64")])
+def test_the_universal_059_lock_installs_on_every_target_python(python, glibc, machine):
+    """0.5.9's lock is universal (markers per Python and machine): each pin whose marker holds has a file there."""
+    lock, tags = lock_and_tags("0.5.9")
+    r = V.wheels_check(lock, tags, python, glibc, machine)
+    assert r["level"] == "ok" and not r["problems"], r["msg"]
+
+
+def test_a_light_build_checks_only_its_own_packages():
+    lock, tags = lock_and_tags("0.5.23")
+    r = V.wheels_check(lock, tags, "3.10.12", "2.35", "x86_64", packages=["sglang", "numpy"])
+    assert r["problems"] == ["sglang==0.5.23 ships only cp311-cp311-manylinux_2_34_x86_64 (CPython 3.11, glibc >= "
+                             "2.34, x86_64)"]
+    assert V.wheels_check(lock, tags, "3.11.2", "2.36", "x86_64", packages=["sglang", "numpy"])["level"] == "ok"
+
+
+def test_a_record_of_another_lock_or_none_is_said():
+    lock, tags = lock_and_tags("0.5.23")
+    stale = V.wheels_check(lock + "# edited\n", tags, "3.11.2", "2.36", "x86_64", lock_name="sglang-0.5.23.lock")
+    assert stale["level"] == "refuse" and "is for another lock" in stale["msg"] and "lock.sh write" in stale["msg"]
+    assert V.wheels_check(lock, None, "3.11.2", "2.36", "x86_64")["level"] == "unknown"
+
+
+@pytest.mark.parametrize("tag,python,glibc,machine,ok", [
+    ("py3-none-any", "3.10.1", "2.17", "aarch64", True),
+    ("py2.py3-none-any", "3.12.0", "2.36", "x86_64", True),
+    ("cp310-abi3-manylinux2014_x86_64", "3.13.1", "2.36", "x86_64", True),     # abi3: this CPython or newer
+    ("cp312-abi3-manylinux2014_x86_64", "3.11.2", "2.36", "x86_64", False),
+    ("cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64", "3.11.2", "2.17", "x86_64", True),
+    ("cp311-cp311-manylinux_2_28_x86_64", "3.11.2", "2.27", "x86_64", False),
+    ("cp311-cp311-musllinux_1_2_x86_64", "3.11.2", "2.36", "x86_64", False),
+    ("cp311-cp311-macosx_11_0_arm64", "3.11.2", "2.36", "x86_64", False),
+    ("cp311-cp311-linux_x86_64", "3.11.2", "2.36", "x86_64", True),
+    ("py3-none-manylinux1_x86_64", "3.11.2", "2.5", "x86_64", True),
+    ("sdist", "3.9.0", "2.5", "riscv64", True),
+])
+def test_wheel_tags_as_pip_and_uv_take_them(tag, python, glibc, machine, ok):
+    assert V.tag_installs(tag, python, glibc, machine) is ok
+
+
+@pytest.mark.parametrize("marker,holds", [
+    ("", True),
+    ("python_full_version < '3.11'", False),
+    ("python_full_version == '3.11.*'", True),
+    ("platform_machine == 'x86_64' and sys_platform == 'linux'", True),
+    ("platform_machine == 'arm64' and sys_platform == 'darwin'", False),
+    ("sys_platform != 'emscripten' and sys_platform != 'win32'", True),
+    ("os_name == 'nt' or sys_platform == 'win32'", False),
+    ("(python_full_version >= '3.12' and platform_machine == 'aarch64') or (python_full_version == '3.11.*' and "
+     "platform_machine == 'x86_64' and sys_platform == 'linux')", True),
+    ("'linux' in sys_platform", True),
+    ("python_full_version >= '3.11' and implementation_name != 'PyPy'", True),
+])
+def test_pep508_markers_of_the_locks(marker, holds):
+    assert V.marker_holds(marker, V.marker_env("3.11.2", "x86_64")) is holds
+
+
+def test_every_lock_has_its_tags_record_for_every_pin():
+    """tests/ci/lock.sh write makes both; a lock edited without its record is caught here (lock.sh check against the
+    index catches a stale pair)."""
+    import glob
+    locks = sorted(glob.glob(os.path.join(ROOT, "roles", "*", "files", "locks", "*.lock")))
+    assert len(locks) >= 3
+    for lock in locks:
+        with open(lock) as fh, open(lock[:-len(".lock")] + ".tags") as th:
+            text, tags = fh.read(), th.read()
+        sha, record = V.parse_tags(tags)
+        assert sha == hashlib.sha256(text.encode("utf-8")).hexdigest(), lock
+        pins = set("%s==%s" % (n, v) for n, v, _m in V.lock_requirements(text))
+        assert pins == set(record), (lock, pins ^ set(record))

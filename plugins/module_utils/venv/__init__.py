@@ -14,13 +14,15 @@ from .uv import (BuildProgress, IMPORTS_CACHE, MARKER, SealError, VERIFY_CODE, b
                  gpu_view, imports_fingerprint, install_steps, max_build_jobs, parse_flash_attn_wheel, parse_lock,
                  parse_verify, prune, read_imports_cache, read_marker, run_streaming, seal, source_args, tool_problem,
                  write_imports_cache, write_marker)
-from .compat import MAJOR_MINIMUM, TOOLKIT_DRIVER, driver_check, lock_cuda
+from .compat import (MAJOR_MINIMUM, TOOLKIT_DRIVER, driver_check, lock_cuda, lock_requirements, marker_env, marker_holds,
+                     parse_tags, tag_installs, wheels_check)
 from .builder import ARGUMENT_SPEC, MIN_PYTHON, REQUIRED_IF, VenvFailed, VenvManager
 
 __all__ = (
     "ARGUMENT_SPEC", "BuildProgress", "IMPORTS_CACHE", "MAJOR_MINIMUM", "MARKER", "MIN_PYTHON", "REQUIRED_IF",
     "SealError", "TOOLKIT_DRIVER", "VERIFY_CODE", "VenvFailed", "VenvManager", "build_id", "decide", "driver_check",
-    "flash_attn_mismatches", "gpu_view", "imports_fingerprint", "install_steps", "lock_cuda", "max_build_jobs",
+    "flash_attn_mismatches", "gpu_view", "imports_fingerprint", "install_steps", "lock_cuda", "lock_requirements",
+    "marker_env", "marker_holds", "max_build_jobs", "parse_tags", "tag_installs", "wheels_check",
     "parse_flash_attn_wheel", "parse_lock", "parse_verify", "prune", "read_imports_cache", "read_marker",
     "run_streaming", "seal", "source_args", "tool_problem", "write_imports_cache", "write_marker",
 )
