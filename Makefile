@@ -47,6 +47,7 @@ bench: deps collection
 	$(BIN)/python tests/bench/bench_log_parser.py
 	$(BIN)/python tests/bench/bench_detection.py
 	$(SLOT0) python3 tests/bench/bench_deploy.py
+	$(BIN)/python tests/bench/bench_upgrade.py
 
 ## Rebuild the Grafana dashboard's JSON from its code (grafana-foundation-sdk): roles/sglang_monitoring/files/.
 dashboard: deps

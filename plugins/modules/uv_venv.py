@@ -45,7 +45,7 @@ options:
     description: Where builds live. Defaults to C(<path>.builds).
     type: path
   uv:
-    description: The uv binary. Required with O(state=present).
+    description: The uv binary. Required with O(state=present), unless O(switch_to).
     type: path
   python:
     description:
@@ -57,7 +57,7 @@ options:
     type: bool
     default: false
   lock:
-    description: The lock file on the target (C(uv pip compile) output, ideally with hashes). Required with O(state=present).
+    description: The lock file on the target (C(uv pip compile) output, ideally with hashes). Required with O(state=present), unless O(switch_to).
     type: path
   packages:
     description:
@@ -178,6 +178,23 @@ options:
       - Without it, O(uv) must be an executable file, checked first.
     type: str
     version_added: 0.7.0
+  activate:
+    description:
+      - V(false) builds (or finds) the wanted build beside the one in service and leaves O(path) as it is - the next
+        release made ready before an upgrade drains anything. RV(python) is then the build's own interpreter and
+        O(verify_imports) asks it; RV(decision) is V(ready) when the build was already complete. Nothing is pruned.
+      - The same call with V(true) puts it in service (RV(decision=switch), nothing built).
+    type: bool
+    default: true
+    version_added: 0.17.0
+  switch_to:
+    description:
+      - Put this build back in service (a build id of O(store), complete and sealed - the RV(previous) of the call that
+        switched away from it), with one rename; O(uv) and O(lock) are not needed and nothing is built. The rollback
+        of an upgrade whose server did not start. Another id is refused with the builds the store holds, O(path)
+        unchanged.
+    type: str
+    version_added: 0.17.0
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
 attributes:
@@ -197,6 +214,20 @@ EXAMPLES = r"""
     uv: /opt/sglang/tools/uv/bin/uv
     lock: /opt/sglang/locks/sglang-0.5.9.lock
     owner: sglang
+
+- name: The next release built beside the venv in service (nothing switched yet)
+  gpuserve.sglang.uv_venv:
+    path: /opt/sglang/venv
+    uv: /opt/sglang/tools/uv/bin/uv
+    lock: /opt/sglang/locks/sglang-0.5.9.lock
+    owner: sglang
+    activate: false
+  register: next_build
+
+- name: Put the build that was in service back (the rollback of an upgrade that did not start)
+  gpuserve.sglang.uv_venv:
+    path: /opt/sglang/venv
+    switch_to: "{{ next_build.active }}"
 
 - name: The same lock, only sglang and what importing it needs (a lab without GPUs)
   gpuserve.sglang.uv_venv:
@@ -236,13 +267,20 @@ uv_problem:
 decision:
   description: C(none), C(switch) (to an existing complete build), C(build), C(repair) (an interrupted build redone),
     or C(seal) (the build in service made root's and read-only); C(uv) when uv, not the O(uv_version) one, was
-    needed to find the interpreter before anything could be decided.
+    needed to find the interpreter before anything could be decided; C(ready) with O(activate=false) when the build
+    beside the one in service was already complete.
   returned: always
   type: str
 build:
-  description: The build id in service after the run (in check mode, the one that would be).
+  description: The build id in service after the run (in check mode, the one that would be); with O(activate=false),
+    the build made ready beside it.
   returned: always
   type: str
+active:
+  description: The build id O(path) points at after the run (with O(activate=false), the one still in service).
+  returned: always
+  type: str
+  version_added: 0.17.0
 build_path:
   description: The build directory behind O(path).
   returned: always
@@ -252,7 +290,7 @@ previous:
   returned: always
   type: str
 python:
-  description: The venv's interpreter (through O(path)).
+  description: The venv's interpreter (through O(path)); with O(activate=false), the interpreter of the build beside it.
   returned: always
   type: str
 python_version:

@@ -26,7 +26,7 @@ dir_of() {  # the lock dir that holds NAME.in
 }
 
 compile() {  # compile NAME OUT   (NAME: sglang-0.5.9, sglang-router-0.3.2, ...; NAME.in in one of the lock dirs)
-  local name="$1" out="$2" newer dir py
+  local name="$1" out="$2" newer dir
   dir="$(dir_of "$name")"
   [ -f "$dir/$name.in" ] || { echo "lock: no $name.in in ${dirs[*]}" >&2; return 2; }
   newer="$(sed -n 's/^# exclude-newer: *//p' "$dir/$name.in")"

@@ -393,3 +393,45 @@ def test_absent_removes_the_link_and_the_builds_it_made_and_leaves_anything_else
     assert kept["changed"] is True and store not in kept["removed"] and os.path.isfile(os.path.join(store, "notes.txt"))
     assert any("not built by this module" in w and "notes.txt" in w for w in kept.get("warnings", [])), kept
     assert not os.path.lexists(site["path"])
+
+
+def test_a_build_made_beside_is_not_in_service_until_activated_and_switch_to_puts_the_old_one_back(site):
+    """#47 item 3's steps: the next build made beside the one in service (activate=false: the path untouched, its own
+    interpreter returned and asked), activated by the same call with activate=true (a switch, nothing built), and the
+    kept build put back by its id (switch_to: no uv, no lock) - the rollback of an upgrade that did not start."""
+    live = run_module(M, args(site, lock(site, "alpha==1.0", name="a1.lock")))
+    a2 = lock(site, "alpha==2.0", name="a2.lock")
+    planned = run_module(M, args(site, a2, activate=False), check=True)
+    assert planned["changed"] is True and planned["decision"] == "build" and planned["active"] == live["build"]
+    assert not os.path.exists(planned["build_path"])
+    beside = run_module(M, args(site, a2, activate=False, verify_imports=["alpha"]))
+    assert beside["changed"] is True and beside["decision"] == "build" and beside["active"] == live["build"]
+    assert beside["python"] == os.path.join(beside["build_path"], "bin", "python")
+    assert beside["imports"]["alpha"] == "2.0"                       # its own interpreter was asked, not the live one
+    assert os.path.realpath(site["path"]) == live["build_path"]
+    assert venv_python_says(site, "import alpha; print(alpha.__version__)") == "1.0"
+    ready = run_module(M, args(site, a2, activate=False))
+    assert ready["changed"] is False and ready["decision"] == "ready" and ready["build"] == beside["build"]
+    up = run_module(M, args(site, a2, verify_imports=["alpha"]))
+    assert up["changed"] is True and up["decision"] == "switch" and up["previous"] == live["build"]
+    assert up["imports"]["alpha"] == "2.0" and venv_python_says(site, "import alpha; print(alpha.__version__)") == "2.0"
+    # the rollback: no uv, no lock - only the id of the build to put back
+    preview = run_module(M, {"path": site["path"], "switch_to": live["build"]}, check=True)
+    assert preview["changed"] is True and preview["decision"] == "switch"
+    assert os.path.realpath(site["path"]) == up["build_path"]
+    back = run_module(M, {"path": site["path"], "switch_to": live["build"], "verify_imports": ["alpha"]})
+    assert back["changed"] is True and back["decision"] == "switch" and back["previous"] == up["build"]
+    assert back["imports"]["alpha"] == "1.0" and os.path.realpath(site["path"]) == live["build_path"]
+    assert os.path.isdir(up["build_path"])                           # keep=1: the failed one stays, for a look
+    again = run_module(M, {"path": site["path"], "switch_to": live["build"]})
+    assert again["changed"] is False and again["decision"] == "none"
+
+
+def test_switch_to_a_build_that_is_not_there_is_refused_with_the_builds_there(site):
+    live = run_module(M, args(site, lock(site, "alpha==1.0")))
+    for bad in ("0123456789abcdef", "../../etc", live["build"] + "x"):
+        r = run_module(M, {"path": site["path"], "switch_to": bad})
+        assert r.get("failed") is True
+        assert r["msg"] == ("switch_to=%s: %s.builds holds no complete sealed build of that id (it holds: %s); %s is "
+                            "unchanged" % (bad, site["path"], live["build"], site["path"]))
+    assert os.path.realpath(site["path"]) == live["build_path"]

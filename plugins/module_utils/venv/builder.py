@@ -59,10 +59,12 @@ ARGUMENT_SPEC = dict(
     verify_imports=dict(type="list", elements="str", default=[]),
     verify_cached=dict(type="bool", default=False),
     uv_version=dict(type="str"),
+    activate=dict(type="bool", default=True),
+    switch_to=dict(type="str"),
 )
 
 
-REQUIRED_IF = [("state", "present", ("uv", "lock"))]
+REQUIRED_IF = []                # uv and lock: needed with state=present unless switch_to (checked in preflight)
 
 
 class VenvFailed(Failed):
@@ -174,17 +176,52 @@ class VenvManager(object):
             return self.remove()
         try:
             self.b = Runner(self.p, self.run, self.which)
+            if self.p["switch_to"]:
+                return self.switch_back()
+            for name in ("uv", "lock"):
+                if not self.p[name]:
+                    self.fail("%s is required with state=present (unless switch_to names a build to put back)" % name, {})
             self.preflight()
             self.decide()
-            if self.check_mode or self.action == "none":
+            if self.check_mode or self.action in ("none", "ready"):
                 return self.finish()
             self.make()
-            if self.action == "seal" and self.active_id == self.wanted:
+            if (self.action == "seal" and self.active_id == self.wanted) or not self.p["activate"]:
                 return self.finish()
             self.switch()
             return self.finish()
         except _Done as done:
             return done.result
+
+    def switch_back(self):
+        """switch_to: an existing complete, sealed build put (back) in service with one rename - the rollback of an
+        upgrade, no uv, no lock. Anything else named is refused with the builds there."""
+        wanted = self.p["switch_to"]
+        build_dir = os.path.join(self.store, wanted)
+        marker = read_marker(build_dir) if os.path.isdir(build_dir) and not os.path.islink(build_dir) else None
+        if marker is None or marker.get("build") != wanted or not marker.get("sealed") or os.lstat(build_dir).st_uid != 0:
+            here = sorted(n for n in (os.listdir(self.store) if os.path.isdir(self.store) else [])
+                          if (read_marker(os.path.join(self.store, n)) or {}).get("build") == n)
+            self.fail("switch_to=%s: %s holds no complete sealed build of that id (it holds: %s); %s is unchanged" % (
+                wanted, self.store, ", ".join(here) or "none", self.path), {})
+        if os.path.lexists(self.path) and not os.path.islink(self.path):
+            self.fail("path=%s exists and is not a symlink managed by this module; nothing was switched" % self.path, {})
+        self.wanted, self.build_dir, self.marker = wanted, build_dir, marker
+        active_target = os.path.realpath(self.path) if os.path.islink(self.path) else ""
+        self.active_id = (os.path.basename(active_target)
+                          if os.path.dirname(active_target) == os.path.realpath(self.store) else "")
+        action = "none" if self.active_id == wanted else "switch"
+        self.action = action
+        self.result = dict(changed=action != "none", decision=action, build=wanted, build_path=build_dir,
+                           previous=self.active_id, active=self.active_id if action == "none" else wanted,
+                           python=os.path.join(self.path, "bin", "python"), python_version=marker.get("python"),
+                           lock_sha256=marker.get("lock_sha256"), pins=None, removed=[])
+        if self.diff and action != "none":
+            self.result["diff"] = dict(before="%s -> %s\n" % (self.path, active_target or "(none)"),
+                                       after="%s -> %s\n" % (self.path, build_dir))
+        if not self.check_mode and action == "switch":
+            self.switch()
+        return self.finish()
 
     def remove(self):
         """state=absent: the symlink at ``path`` and the builds this module made in ``store`` (each directory named
@@ -338,11 +375,16 @@ class VenvManager(object):
                         os.path.isdir(self.build_dir))
         if action == "none" and not self.sealed():
             action = "seal"       # a build from before builds were sealed (service-owned): made root's, not rebuilt
+        if not p["activate"] and action == "switch":
+            action = "ready"      # built beside the one in service, complete: nothing to do until it is activated
         self.action = action
-        self.result = dict(changed=action != "none", decision=action, build=self.wanted, build_path=self.build_dir,
-                           previous=self.active_id, python=os.path.join(path, "bin", "python"),
+        beside = not p["activate"] and self.active_id != self.wanted
+        self.result = dict(changed=action not in ("none", "ready"), decision=action, build=self.wanted,
+                           build_path=self.build_dir, previous=self.active_id,
+                           active=self.active_id if beside else self.wanted,
+                           python=os.path.join(self.build_dir if beside else path, "bin", "python"),
                            python_version=self.py_version, lock_sha256=self.lock_sha, pins=len(self.pins), removed=[])
-        if self.diff and action != "none":
+        if self.diff and action != "none" and not beside:   # beside: path keeps pointing at the build in service
             self.result["diff"] = dict(before="%s -> %s\n" % (path, self.active_target or "(none)"),
                                        after="%s -> %s\n" % (path, self.build_dir))
 
@@ -434,13 +476,13 @@ class VenvManager(object):
         result, names = self.result, self.p["verify_imports"]
         if not names or (self.check_mode and result["changed"]):
             return result
-        build_dir = os.path.realpath(self.path)
+        build_dir = os.path.realpath(os.path.dirname(os.path.dirname(result["python"])))
         fingerprint = imports_fingerprint(build_dir, names, gpu_view()) if self.p["verify_cached"] else None
         cached = read_imports_cache(build_dir, fingerprint) if fingerprint else None
         if cached is not None:
             result["imports"] = dict(cached["imports"], cached=True, verified_at=cached["verified_at"])
             return result
-        python = os.path.join(self.path, "bin", "python")
+        python = result["python"]
         err = self.b.run([python, "-c", VERIFY_CODE] + names, "importing %s with %s" % (", ".join(names), python))
         imports = None if err else parse_verify(self.b.last_out)
         if imports is None:

@@ -56,6 +56,11 @@ Several nodes (``--nnodes`` > 1, ``--node-rank``, ``--dist-init-addr``), as 0.5.
   divided by SGLANG_STANDIN_SPEED) and 0.5.9's "Health check failed. Server couldn't get a response from
   detokenizer ..." line.
 Scenario: the file <model-path>/standin_scenario, else SGLANG_STANDIN_SCENARIO (default ready_tp1_dense). Nothing here touches a GPU.
+The interpreter's packages: 0.5.9's ``python -m sglang.launch_server`` imports ``srt/entrypoints/http_server.py``
+before anything is parsed or logged, and that file imports numpy, orjson, requests, uvicorn and uvloop at its top
+(lines 44-48 of the 0.5.9 wheel): in a venv without one of them the launch ends there with Python's traceback and
+``ModuleNotFoundError: No module named '<name>'``, exit status 1. SGLANG_STANDIN_IMPORTS (comma-separated) names the
+ones this stand-in imports first, unguarded, the same way - those a lab venv holds (a light build has no uvicorn).
 """
 import argparse
 import hmac
@@ -527,6 +532,8 @@ def node_lines(lines, args):
 
 
 def main():
+    for name in [n.strip() for n in os.environ.get("SGLANG_STANDIN_IMPORTS", "").split(",") if n.strip()]:
+        __import__(name)     # unguarded, as http_server.py's imports: Python's own traceback and exit status 1
     args = parse_args(sys.argv[1:])
     state = State()
     state.args = args

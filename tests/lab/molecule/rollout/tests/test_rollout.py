@@ -116,3 +116,103 @@ def test_a_failed_launch_stops_the_roll_with_its_facts_and_the_next_container_is
     assert again.returncode == 0, again.stdout[-3000:]
     assert main_pid(host, 100, "replica-a") != 0 and progress(host, 100, "replica-a")["state"] == "ready"
     assert (main_pid(host, 101, "replica-b"), len(launches(host, 101, "replica-b"))) == (pid_b, launches_b)
+
+
+# -- #47 item 3: an upgrade under load, and one that does not start, rolled back by itself ------------------------------
+LIGHT = ["numpy", "tqdm", "pybase64", "requests", "ipython", "pydantic", "aiohttp", "huggingface-hub", "pyyaml"]
+
+
+def venv_build(host, vmid):
+    """The build id /opt/sglang/venv points at in that CT."""
+    return ct(host, "readlink", "/opt/sglang/venv", vmid=vmid).strip().rsplit("/", 1)[1]
+
+
+def start_load(host, name, requests, seconds):
+    """loadgen.py through the router in CT 100, in the background (a transient systemd unit); its report file."""
+    out = "/tmp/loadgen-%s.json" % name
+    ct(host, "rm", "-f", out)
+    ct(host, "systemd-run", "--unit", "gpuserve-loadgen-%s" % name, "--collect", "python3",
+       "/opt/gpuserve-standin/loadgen.py", "--url", "http://127.0.0.1:30080", "--key-file",
+       "/etc/sglang-router/router.key", "--requests", str(requests), "--seconds", str(seconds), "--threads", "6",
+       "--out", out)
+    return out
+
+
+def load_report(host, out, timeout=300):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r = host.run("pct exec 100 -- cat %s", out)
+        if r.rc == 0 and r.stdout.strip():
+            return json.loads(r.stdout)
+        time.sleep(2)
+    raise AssertionError("the load generator wrote no report in %d s (%s)" % (timeout, out))
+
+
+def keep_figure(what, report, rollout_s):
+    """The figure for `make bench` (tests/bench/bench_upgrade.py prints build/bench/upgrade.json)."""
+    path = os.path.join(ROOT, "build", "bench", "upgrade.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    figures = json.load(open(path)) if os.path.exists(path) else {}
+    figures[what] = dict((k, report[k]) for k in ("requests", "ok", "failed", "p50_ms", "p99_ms", "max_ms"))
+    figures[what]["rollout_s"] = round(rollout_s, 1)
+    with open(path, "w") as fh:
+        json.dump(figures, fh, indent=1, sort_keys=True)
+
+
+def test_an_upgrade_under_load_moves_each_replica_to_the_next_venv_with_no_failed_request(host):
+    """rollout.yml -e rollout_venv=true with a new venv in the inventory (one more package: a new build of the 0.5.9
+    lock): each replica's next venv is built beside the live one and planned before it leaves the router, then
+    switched in and restarted, one at a time, while 600 requests go through the router."""
+    before = {vmid: (venv_build(host, vmid), len(launches(host, vmid, name))) for vmid, name in REPLICAS}
+    out = start_load(host, "upgrade", 600, 120)
+    t0 = time.time()
+    p = runbook("rollout.yml", "-e", json.dumps({"rollout_venv": True, "sglang_venv_light_packages": LIGHT + ["orjson", "uvloop"]}))
+    took = time.time() - t0
+    report = load_report(host, out)
+    assert p.returncode == 0, p.stdout[-4000:]
+    print("upgrade under load: %(ok)d/%(requests)d ok, %(failed)d failed, p50 %(p50_ms)s ms, p99 %(p99_ms)s ms, max "
+          "%(max_ms)s ms" % report, "- the rollout of 2 replicas took %.0f s (%.0f s per replica)" % (took, took / 2))
+    keep_figure("upgrade", report, took)
+    assert report["failed"] == 0 and report["ok"] == 600, report["errors"]
+    for vmid, name in REPLICAS:
+        build = venv_build(host, vmid)
+        assert build != before[vmid][0], name                                    # the next venv serves
+        assert len(launches(host, vmid, name)) == before[vmid][1] + 1, name      # restarted once on it
+        assert ct(host, "/opt/sglang/venv/bin/python", "-c", "import uvloop, orjson; print('ok')", vmid=vmid) == "ok"
+        # the build that served is kept beside it (sglang_venv_keep 1: the way back)
+        assert before[vmid][0] in ct(host, "ls", "/opt/sglang/venv.builds", vmid=vmid).split(), name
+    # the next venv was planned (its own interpreter: its release) before the first replica left the router
+    assert 0 <= p.stdout.find("Memory plan of this launch") < p.stdout.find("Out of every router"), p.stdout[:3000]
+
+
+def test_an_upgrade_that_does_not_start_is_rolled_back_by_itself_and_stops_the_rollout(host):
+    """A next venv without orjson (which 0.5.9's http_server.py imports first): replica-a does not start on it, is
+    switched back to the build that served, started on it and put back into the router; the rollout stops there
+    naming the failure, replica-b untouched; no request through the router failed."""
+    live = {vmid: venv_build(host, vmid) for vmid, _name in REPLICAS}
+    untouched = (main_pid(host, 101, "replica-b"), len(launches(host, 101, "replica-b")))
+    out = start_load(host, "rollback", 400, 90)
+    t0 = time.time()
+    p = runbook("rollout.yml", "-e", json.dumps({"rollout_venv": True, "sglang_venv_light_packages": LIGHT}))
+    took = time.time() - t0
+    report = load_report(host, out)
+    keep_figure("rolled_back", report, took)
+    print("failed upgrade rolled back under load: %(ok)d/%(requests)d ok, %(failed)d failed, p50 %(p50_ms)s ms, "
+          "p99 %(p99_ms)s ms" % report, "- the rollout took %.0f s to stop" % took)
+    text = " ".join(p.stdout.split())
+    assert p.returncode != 0
+    m = re.search(r"rollout stopped at ct100: it did not start on the next venv \(build ([0-9a-f]{16}), sglang 0\.5\.9\); "
+                  r"switched back to build %s, started on it and put back into the routers - " % live[100], text)
+    assert m, text[-4000:]
+    assert "No module named 'orjson'" in text.split("rollout stopped at ct100", 1)[1], text[-3000:]
+    assert "The replicas after it were not touched." in text
+    assert venv_build(host, 100) == live[100] and m.group(1) in ct(host, "ls", "/opt/sglang/venv.builds").split()
+    assert progress(host, 100, "replica-a")["state"] == "ready"
+    assert (main_pid(host, 101, "replica-b"), len(launches(host, 101, "replica-b"))) == untouched
+    assert venv_build(host, 101) == live[101]
+    workers = json.loads(ct(host, "python3", "-c", (
+        "import urllib.request,sys; r=urllib.request.Request('http://127.0.0.1:30080/workers', headers={'Authorization':"
+        " 'Bearer ' + sys.argv[1]}); print(urllib.request.urlopen(r).read().decode())"), KEY))["workers"]
+    assert sorted((w["url"], w["is_healthy"]) for w in workers) == [("http://10.0.3.101:30002", True),
+                                                                    ("http://127.0.0.1:30001", True)]
+    assert report["failed"] == 0 and report["ok"] == 400, report["errors"]
