@@ -123,6 +123,20 @@ def test_every_secret_variable_is_no_log_in_the_argument_spec(role):
                 assert opt.get("no_log") is True, "%s (%s): a secret must be no_log" % (name, entry)
 
 
+def role_entries(doc):
+    """(role, tasks_from) of every include_role/import_role in a parsed playbook or task file."""
+    if isinstance(doc, list):
+        for item in doc:
+            yield from role_entries(item)
+    elif isinstance(doc, dict):
+        for key, value in doc.items():
+            if key.rsplit(".", 1)[-1] in ("include_role", "import_role") and isinstance(value, dict) \
+                    and value.get("tasks_from"):
+                yield str(value.get("name", "")).rsplit(".", 1)[-1], value["tasks_from"]
+            else:
+                yield from role_entries(value)
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_every_entry_point_is_specified_and_agrees_with_the_defaults(role):
     """Not only main: each entry point (tasks_from) has its spec, each spec its tasks file, and an option a spec
@@ -140,12 +154,12 @@ def test_every_entry_point_is_specified_and_agrees_with_the_defaults(role):
                     role, entry, name)
     used = set()
     paths = (glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml")) + glob.glob(os.path.join(ROOT, "playbooks", "*.yml"))
-             + glob.glob(os.path.join(ROOT, "roles", "*", "molecule", "*", "*.yml")))
+             + glob.glob(os.path.join(ROOT, "playbooks", "tasks", "*.yml"))
+             + glob.glob(os.path.join(ROOT, "roles", "*", "molecule", "*", "*.yml"))
+             + glob.glob(os.path.join(ROOT, "tests", "lab", "molecule", "*", "*.yml")))
     for path in paths:
         with open(path) as fh:
-            text = fh.read()
-        if "gpuserve.sglang.%s" % role in text or "name: %s" % role in text:
-            used.update(re.findall(r"tasks_from:\s*([\w-]+)", text))
+            used.update(entry for name, entry in role_entries(yaml.safe_load(fh)) if name == role)
     tasks = glob.glob(os.path.join(ROOT, "roles", role, "tasks", "*.yml"))
     own = set(os.path.splitext(os.path.basename(p))[0] for p in tasks)
     for entry in used & own:
