@@ -98,6 +98,10 @@ CASES = [
      r"sglang_venv: sglang-0\.5\.23\.lock does not install on localhost \(CPython 3\.1[02]\.\d+, glibc 2\.\d+, "
      r"x86_64\): sglang==0\.5\.23 ships only cp311-cp311-manylinux_2_34_x86_64 \(CPython 3\.11, glibc >= 2\.34, "
      r"x86_64\);.* Point sglang_venv_python at an interpreter the wheels are built for .* Nothing was changed\."),
+    # the CUDA of the lock's torch, where a message names it, is the lock's own (13.0 for 0.5.23), not a typed 12.8
+    ("venv-nvcc-cuda13", "sglang_venv", {"sglang_venv_sglang_version": "0.5.23", "sglang_venv_flash_attn": "source",
+                                         "sglang_venv_cuda_home": "/nonexistent/cuda"},
+     r"/nonexistent/cuda/bin/nvcc does not exist\. Install the CUDA toolkit matching torch \(CUDA 13\.0\)"),
     ("hf-two-sources", "hf_model", dict(HF, hf_model_source_dir="/srv/snap", hf_model_source_host="node2"),
      r"Set hf_model_source_dir .* or hf_model_source_host .*, not both"),
     ("hf-host-key", "hf_model", dict(HF, hf_model_source_host="root@node2"),
