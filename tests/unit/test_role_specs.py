@@ -1,7 +1,6 @@
 """Every role's defaults/main.yml and meta/argument_specs.yml list the same knobs with the same defaults."""
 import glob
 import os
-import re
 
 import pytest
 import yaml
