@@ -34,8 +34,8 @@ compile() {  # compile NAME OUT   (NAME: sglang-0.5.9, sglang-router-0.3.2, ...;
   local resolve
   resolve="$(sed -n 's/^# resolve: *//p' "$dir/$name.in")"
   [ -n "$resolve" ] || resolve="--universal --python-version 3.10"
-  local cmd="tests/ci/lock.sh write ${name#sglang-}"
-  case "$name" in sglang-router-*) cmd="tests/ci/lock.sh write $name";; esac
+  local cmd
+  cmd="tests/ci/lock.sh write $(write_arg "$name")"
   # shellcheck disable=SC2086  # $resolve is a list of uv options
   (cd "$dir" && UV_PYTHON_DOWNLOADS=never "$uv" pip compile --quiet "$name.in" $resolve --generate-hashes \
      --exclude-newer "$newer" --custom-compile-command "$cmd" -o "$out")
@@ -47,6 +47,10 @@ compile() {  # compile NAME OUT   (NAME: sglang-0.5.9, sglang-router-0.3.2, ...;
      --format pylock.toml -o "$pylock")
   python3 "$root/tests/ci/lock_tags.py" "$out" "$pylock" "${out%.lock}.tags" >/dev/null
   rm -rf "$(dirname "$pylock")"
+}
+
+write_arg() {  # the argument of write that makes NAME's lock: sglang-0.5.9 is 0.5.9, sglang-router-0.3.2 is itself
+  case "$1" in sglang-router-*) echo "$1";; *) echo "${1#sglang-}";; esac
 }
 
 name_of() {  # write's argument: 0.5.9 is sglang-0.5.9, sglang-router-0.3.2 is itself
@@ -70,11 +74,11 @@ case "$mode" in
       compile "$name" "$tmp/$name.lock"
       if ! diff -u "$dir/$name.lock" "$tmp/$name.lock" >"$tmp/diff"; then
         head -40 "$tmp/diff"
-        echo "lock: $name.lock is stale: run tests/ci/lock.sh write ${name#sglang-} and commit it" >&2; exit 1
+        echo "lock: $name.lock is stale: run tests/ci/lock.sh write $(write_arg "$name") and commit it" >&2; exit 1
       fi
       if ! diff -u "$dir/$name.tags" "$tmp/$name.tags" >"$tmp/diff"; then
         head -40 "$tmp/diff"
-        echo "lock: $name.tags is stale or missing: run tests/ci/lock.sh write ${name#sglang-} and commit it" >&2; exit 1
+        echo "lock: $name.tags is stale or missing: run tests/ci/lock.sh write $(write_arg "$name") and commit it" >&2; exit 1
       fi
       echo "lock: $name.lock resolves unchanged ($(grep -cE '^[a-z0-9]' "$dir/$name.lock") pins)"
     done

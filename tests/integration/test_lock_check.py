@@ -24,7 +24,7 @@ def check(locks):
 def copy(tmp_path):
     locks = tmp_path / "locks"
     locks.mkdir()
-    for ext in (".in", ".lock"):
+    for ext in (".in", ".lock", ".tags"):
         shutil.copy(os.path.join(SRC, NAME + ext), locks / (NAME + ext))
     return locks
 
@@ -43,7 +43,7 @@ def test_a_lock_missing_a_package_is_stale(tmp_path):
     assert "orjson==" not in lock.read_text()
     p = check(locks)
     assert p.returncode == 1
-    assert "+orjson==" in p.stdout and "lock: %s.lock is stale" % NAME in p.stderr
+    assert "+orjson==" in p.stdout and "lock: %s.lock is stale: run tests/ci/lock.sh write %s " % (NAME, NAME) in p.stderr
 
 
 def test_a_pin_its_in_file_does_not_allow_is_stale(tmp_path):
@@ -53,3 +53,15 @@ def test_a_pin_its_in_file_does_not_allow_is_stale(tmp_path):
     p = check(locks)
     assert p.returncode == 1
     assert "-sglang-router==0.3.1" in p.stdout and "+sglang-router==0.3.2" in p.stdout
+
+
+def test_a_tags_record_that_is_missing_or_stale_is_named(tmp_path):
+    """The record beside the lock (the tags of every file it pins) is written and checked with it."""
+    locks = copy(tmp_path)
+    tags = locks / (NAME + ".tags")
+    tags.write_text(tags.read_text().replace("py3-none-any", "py3-none-any sdist", 1))
+    p = check(locks)
+    assert p.returncode == 1 and "lock: %s.tags is stale or missing: run tests/ci/lock.sh write %s" % (NAME, NAME) in p.stderr
+    tags.unlink()
+    p = check(locks)
+    assert p.returncode == 1 and "lock: %s.tags is stale or missing" % NAME in p.stderr

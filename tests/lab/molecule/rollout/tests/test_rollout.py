@@ -164,7 +164,7 @@ def test_an_upgrade_under_load_moves_each_replica_to_the_next_venv_with_no_faile
     lock): each replica's next venv is built beside the live one and planned before it leaves the router, then
     switched in and restarted, one at a time, while 600 requests go through the router."""
     before = {vmid: (venv_build(host, vmid), len(launches(host, vmid, name))) for vmid, name in REPLICAS}
-    out = start_load(host, "upgrade", 600, 120)
+    out = start_load(host, "upgrade", 600, 90)
     t0 = time.time()
     p = runbook("rollout.yml", "-e", json.dumps({"rollout_venv": True, "sglang_venv_light_packages": LIGHT + ["orjson", "uvloop"]}))
     took = time.time() - t0
@@ -191,7 +191,7 @@ def test_an_upgrade_that_does_not_start_is_rolled_back_by_itself_and_stops_the_r
     naming the failure, replica-b untouched; no request through the router failed."""
     live = {vmid: venv_build(host, vmid) for vmid, _name in REPLICAS}
     untouched = (main_pid(host, 101, "replica-b"), len(launches(host, 101, "replica-b")))
-    out = start_load(host, "rollback", 400, 90)
+    out = start_load(host, "rollback", 400, 60)
     t0 = time.time()
     p = runbook("rollout.yml", "-e", json.dumps({"rollout_venv": True, "sglang_venv_light_packages": LIGHT}))
     took = time.time() - t0
