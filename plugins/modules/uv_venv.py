@@ -176,6 +176,8 @@ options:
         pinned uv and call again (role sglang_venv does). A run that needs no uv - nothing to do, a switch, check
         mode with O(python) a path - does not ask it, and a missing O(uv) is then no error.
       - Without it, O(uv) must be an executable file, checked first.
+      - A version older than 0.4.4, the oldest uv that takes every option the build passes (uv 0.4.3's C(uv venv) has
+        no C(--no-project)), is refused before anything is done.
     type: str
     version_added: 0.7.0
   activate:

@@ -73,8 +73,13 @@ CASES = [
     # #42 item 6: a source build only of an sdist pinned by hash
     ("venv-fa-source-unpinned", "sglang_venv", {"sglang_venv_flash_attn": "source", "sglang_venv_flash_attn_version": "2.7.4"},
      r"flash-attn 2\.7\.4 has no hash-pinned source distribution \(.*flash-attn-2\.7\.4\.txt\).*Nothing was changed\."),
-    ("venv-uv-req", "sglang_venv", {"sglang_venv_uv_version": "0.0.1"},
-     r"uv 0\.0\.1 has no hash-pinned requirement .*uv-0\.0\.1\.txt\): generate it with `uv pip compile"),
+    ("venv-uv-req", "sglang_venv", {"sglang_venv_uv_version": "0.9.29"},
+     r"uv 0\.9\.29 has no hash-pinned requirement .*uv-0\.9\.29\.txt\): generate it with `uv pip compile"),
+    # #47 item 2, the last link: a uv too old for the build's options is refused, even as a binary with its sha256
+    ("venv-uv-floor", "sglang_venv", {"sglang_venv_uv_version": "0.4.3", "sglang_venv_uv_source": "binary",
+                                      "sglang_venv_uv_binary": "/w/uv", "sglang_venv_uv_binary_sha256": "0" * 64},
+     r"sglang_venv_uv_version=0\.4\.3 is older than the oldest uv that takes every option this role's build passes "
+     r"\(0\.4\.4; uv 0\.4\.3's `uv venv` has no --no-project\)\. Use uv 0\.4\.4 or newer.* Nothing was changed\."),
     ("venv-lock", "sglang_venv", {"sglang_venv_lock_file": "/nonexistent/sglang.lock"},
      r"sglang_venv_lock_file=/nonexistent/sglang\.lock does not exist\. This role ships locks for .*sglang-0\.5\.9\.lock"),
     ("venv-pins", "sglang_venv", {"sglang_venv_sglang_version": "0.5.8", "sglang_venv_lock_file": LOCK_059},

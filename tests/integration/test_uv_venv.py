@@ -321,7 +321,7 @@ def test_uv_version_is_asked_only_when_uv_is_about_to_run(site):
     no-op, a check-mode preview with a Python path and a switch never ask uv - a missing uv is then no error."""
     lk = lock(site, "alpha==1.0")
     pinned = uv_said()
-    wrong = run_module(M, args(site, lk, uv_version="0.0.1"))
+    wrong = run_module(M, args(site, lk, uv_version="0.9.29"))
     assert wrong.get("failed") is not True, wrong.get("msg")
     assert wrong["changed"] is False and wrong["uv_ok"] is False and wrong["uv_found"] == pinned
     assert wrong["decision"] == "build" and not os.path.lexists(site["path"])     # nothing was built
@@ -335,10 +335,16 @@ def test_uv_version_is_asked_only_when_uv_is_about_to_run(site):
     again = run_module(M, args(site, lk, uv=str(site["tmp"] / "no-uv"), uv_version=pinned))
     assert again.get("failed") is not True, again.get("msg")
     assert again["changed"] is False and again["decision"] == "none" and "uv_ok" not in again
-    by_version = run_module(M, args(site, lk, python="%d.%d" % sys.version_info[:2], uv_version="0.0.1"))
+    by_version = run_module(M, args(site, lk, python="%d.%d" % sys.version_info[:2], uv_version="0.9.29"))
     assert by_version["changed"] is False and by_version["uv_ok"] is False and by_version["decision"] == "uv"
     without = run_module(M, args(site, lk, uv=str(site["tmp"] / "no-uv")))                # no uv_version: as before
     assert without["failed"] is True and "is not an executable file; install uv first" in without["msg"]
+    # #47 item 2: a uv_version older than the build's options allow is refused before anything, even a no-op
+    old = run_module(M, args(site, lk, uv_version="0.4.3"))
+    assert old["failed"] is True and old["msg"] == (
+        "uv_version=0.4.3: uv 0.4.3 is older than the oldest uv that takes every option the build passes (0.4.4; uv "
+        "0.4.3's `uv venv` has no --no-project): use uv 0.4.4 or newer - role sglang_venv pins one "
+        "(sglang_venv_uv_version); nothing was built")
 
 
 def test_a_uv_the_service_account_could_replace_is_not_run_and_is_named(site):

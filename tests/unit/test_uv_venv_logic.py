@@ -165,6 +165,13 @@ def test_install_steps_sync_the_lock_or_install_selected_packages_then_extras_wi
     assert steps[0][0] == ["/t/uv", "pip", "install"] + flags + ["--no-deps", "-c", "/t/sglang.lock", "sglang==0.5.9"]
     assert steps[1][0] == ["/t/uv", "pip", "install"] + flags + ["-c", "/t/sglang.lock", "torch==2.9.1"]
     assert uv.source_args({"offline": True}) == ["--offline"]
+    # a full build with flash-attn from source: `uv pip sync` has no --no-build-isolation-package (uv refuses it),
+    # only the install steps get it
+    full = dict(p, no_binary=["flash-attn"], no_build_isolation=["flash-attn"])
+    sync, extra = uv.install_steps(full, "/b")
+    assert sync[0][:3] == ["/t/uv", "pip", "sync"] and "--no-build-isolation-package" not in sync[0]
+    assert sync[0][-4:] == ["--no-binary", "flash-attn", "--compile-bytecode", "/t/sglang.lock"]
+    assert extra[0][:3] == ["/t/uv", "pip", "install"] and "--no-build-isolation-package" in extra[0]
     verbose = uv.install_steps(light, "/b", verbose=True)            # a source build streams uv -v to the poller
     assert [s[0] for s in verbose] == [s[0][:3] + ["-v"] + s[0][3:] for s in steps]
 
@@ -334,3 +341,20 @@ def test_a_tool_is_trusted_only_when_it_and_every_directory_above_are_roots_and_
     if os.geteuid() == 0:
         os.chown(str(tool), 65534, 65534)
         assert "(the uv in use) is owned by uid 65534" in uv.tool_problem(str(link))
+
+
+def test_a_uv_older_than_the_builds_options_is_named_with_the_oldest_that_takes_them():
+    """#47 item 2: the last link of the chain (the floor itself is measured against the releases in
+    tests/integration/test_uv_floor.py)."""
+    assert uv.UV_MIN == "0.4.4"
+    for ok in ("0.4.4", "0.9.30", "uv 0.9.30 (x86_64-unknown-linux-gnu)", "1.0", "0.10.0"):
+        assert uv.uv_version_problem(ok) is None, ok
+    assert uv.uv_version_problem("uv 0.4.3") == (
+        "uv 0.4.3 is older than the oldest uv that takes every option the build passes (0.4.4; uv 0.4.3's "
+        "`uv venv` has no --no-project): use uv 0.4.4 or newer - role sglang_venv pins one (sglang_venv_uv_version)")
+    assert uv.uv_version_problem("0.3.5").startswith("uv 0.3.5 is older than")
+    assert uv.uv_version_problem("latest") == "'latest' is not a uv version"
+    # the role's copy of the floor (its preflight refuses an older sglang_venv_uv_version) is the module's
+    with open(os.path.join(ROOT, "roles", "sglang_venv", "vars", "main.yml")) as fh:
+        role = yaml.safe_load(fh)
+    assert (role["__sglang_venv_uv_min"], role["__sglang_venv_uv_min_why"]) == (uv.UV_MIN, uv.UV_MIN_WHY)

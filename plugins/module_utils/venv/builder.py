@@ -25,9 +25,9 @@ import shutil
 import time
 
 from ..host import Failed, write_json
-from .uv import (MARKER, VERIFY_CODE, BuildProgress, SealError, build_id, decide, gpu_view, imports_fingerprint, install_steps,
-                 parse_lock, parse_verify, prune, read_imports_cache, read_marker, run_streaming, seal, tool_problem,
-                 write_imports_cache, write_marker)
+from .uv import (MARKER, VERIFY_CODE, BuildProgress, SealError, build_id, decide, find_argv, gpu_view,
+                 imports_fingerprint, install_steps, parse_lock, parse_verify, prune, read_imports_cache, read_marker,
+                 run_streaming, seal, tool_problem, uv_version_problem, venv_argv, write_imports_cache, write_marker)
 
 MIN_PYTHON = (3, 10)   # sglang 0.5.9's Requires-Python
 _VERSION_CODE = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
@@ -262,6 +262,9 @@ class VenvManager(object):
     # -- preflight: nothing on disk changes before every input has been checked -------------------------------------
     def preflight(self):
         p = self.p
+        if p["uv_version"] and uv_version_problem(p["uv_version"]):
+            self.fail("uv_version=%s: %s; nothing was built" % (p["uv_version"], uv_version_problem(p["uv_version"])),
+                      {})
         # With uv_version, uv is looked at only when it is about to run (ensure_uv): a re-run that changes nothing
         # does not need it.
         if not p["uv_version"]:
@@ -337,7 +340,7 @@ class VenvManager(object):
         """The interpreter uv finds for O(python) (a version such as 3.11, or a path), or fail naming it. The
         caller has made sure of uv first (ensure_uv)."""
         p = self.p
-        err = self.b.run([p["uv"], "python", "find", "--no-project", p["python"]], "finding Python %s" % p["python"])
+        err = self.b.run(find_argv(p["uv"], p["python"]), "finding Python %s" % p["python"])
         if err:
             self.fail("python=%s: no such interpreter on the target (%s). Install it (apt install python3.X) "
                       "or point python at one that exists%s" % (
@@ -426,8 +429,7 @@ class VenvManager(object):
 
     def build(self, interpreter):
         p = self.p
-        err = self.b.run([p["uv"], "venv", "--no-project", "--allow-existing", "--python", interpreter,
-                          self.build_dir], "uv venv")
+        err = self.b.run(venv_argv(p["uv"], interpreter, self.build_dir), "uv venv")
         if err:
             return err
         steps = install_steps(p, self.build_dir, verbose=bool(p["progress_file"]))

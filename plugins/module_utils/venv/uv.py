@@ -335,6 +335,40 @@ def source_args(p):
     return args
 
 
+# The oldest uv that takes every option the build passes (venv_argv, find_argv, install_steps), measured against the
+# releases themselves (tests/integration/test_uv_floor.py runs each argv with --help appended on uv UV_MIN and on the
+# release before it): uv 0.4.3's `uv venv` has no --no-project; 0.4.4 takes them all. The lock itself does not
+# raise it (uv 0.2.0 resolves both locks' pins, dry run on glibc 2.36).
+UV_MIN = "0.4.4"
+UV_MIN_WHY = "uv 0.4.3's `uv venv` has no --no-project"
+
+
+def _version_key(text):
+    return tuple(int(x) for x in re.findall(r"\d+", text or "")[:3])
+
+
+def uv_version_problem(version):
+    """Why a uv of ``version`` (``0.9.30``, or ``uv --version``'s line) cannot run this build, or None."""
+    words = (version or "").split()
+    version = words[1] if len(words) > 1 and words[0] == "uv" else (words[0] if words else "")
+    if not re.match(r"^\d+\.\d+(\.\d+)?", version):
+        return "%r is not a uv version" % version
+    if _version_key(version) < _version_key(UV_MIN):
+        return ("uv %s is older than the oldest uv that takes every option the build passes (%s; %s): use uv %s or "
+                "newer - role sglang_venv pins one (sglang_venv_uv_version)" % (version, UV_MIN, UV_MIN_WHY, UV_MIN))
+    return None
+
+
+def venv_argv(uv, interpreter, build_dir):
+    """``uv venv`` for a build."""
+    return [uv, "venv", "--no-project", "--allow-existing", "--python", interpreter, build_dir]
+
+
+def find_argv(uv, python):
+    """``uv python find`` for a Python given by version."""
+    return [uv, "python", "find", "--no-project", python]
+
+
 def install_steps(p, build_dir, verbose=False):
     """The uv pip commands that fill a fresh venv at build_dir, as (argv, what): the whole lock with ``uv pip sync``
     - or, with packages / packages_no_deps, only those packages of the lock - then the extras without their
@@ -342,11 +376,12 @@ def install_steps(p, build_dir, verbose=False):
     the service, which cannot write it later. ``verbose``: uv -v, so a build backend's output streams to a poller."""
     uv = p["uv"]
     py = ["--python", os.path.join(build_dir, "bin", "python")]
+    no_binary = []
+    for name in p.get("no_binary") or []:
+        no_binary += ["--no-binary", name]
     nbi = []
     for name in p.get("no_build_isolation") or []:
         nbi += ["--no-build-isolation-package", name]
-    for name in p.get("no_binary") or []:
-        nbi += ["--no-binary", name]
     lock = ["-c", p["lock"]]
     steps = [] if (p.get("packages") or p.get("packages_no_deps")) else [(["sync"], [p["lock"]], "uv pip sync of %s" % p["lock"])]
     for names, flags, label in ((p.get("packages_no_deps"), ["--no-deps"], "uv pip install --no-deps"),
@@ -357,7 +392,10 @@ def install_steps(p, build_dir, verbose=False):
         # a source distribution the lock does not hold (flash-attn built from source): its file pinned by hash
         steps.append((["install"], ["--no-deps", "--require-hashes"] + lock + ["-r", p["extra_requirements"]],
                       "uv pip install --require-hashes -r %s" % p["extra_requirements"]))
-    return [([uv, "pip"] + verb + (["-v"] if verbose else []) + py + source_args(p) + nbi + ["--compile-bytecode"] + tail,
+    # `uv pip sync` has no --no-build-isolation-package (uv 0.9.30 refuses it: "unexpected argument"); what it
+    # would build is the lock's, none of which the option names (flash-attn is an extra, installed below)
+    return [([uv, "pip"] + verb + (["-v"] if verbose else []) + py + source_args(p)
+             + (nbi if verb == ["install"] else []) + no_binary + ["--compile-bytecode"] + tail,
              what) for verb, tail, what in steps]
 
 
