@@ -193,6 +193,18 @@ class VenvManager(object):
         except _Done as done:
             return done.result
 
+    def _active(self):
+        """(the target of the symlink at ``path`` or "", the id of the build in service - that target when it lies in
+        ``store`` - or "")."""
+        target = os.path.realpath(self.path) if os.path.islink(self.path) else ""
+        return target, os.path.basename(target) if os.path.dirname(target) == os.path.realpath(self.store) else ""
+
+    def _complete_builds(self):
+        """The builds in ``store`` whose marker names them, as (id, marker)."""
+        names = sorted(os.listdir(self.store)) if os.path.isdir(self.store) else []
+        marked = [(n, read_marker(os.path.join(self.store, n))) for n in names]
+        return [(n, m) for n, m in marked if m is not None and m.get("build") == n]
+
     def switch_back(self):
         """switch_to: an existing complete, sealed build put (back) in service with one rename - the rollback of an
         upgrade, no uv, no lock. Anything else named is refused with the builds there."""
@@ -200,16 +212,13 @@ class VenvManager(object):
         build_dir = os.path.join(self.store, wanted)
         marker = read_marker(build_dir) if os.path.isdir(build_dir) and not os.path.islink(build_dir) else None
         if marker is None or marker.get("build") != wanted or not marker.get("sealed") or os.lstat(build_dir).st_uid != 0:
-            here = sorted(n for n in (os.listdir(self.store) if os.path.isdir(self.store) else [])
-                          if (read_marker(os.path.join(self.store, n)) or {}).get("build") == n)
+            here = [n for n, _m in self._complete_builds()]
             self.fail("switch_to=%s: %s holds no complete sealed build of that id (it holds: %s); %s is unchanged" % (
                 wanted, self.store, ", ".join(here) or "none", self.path), {})
         if os.path.lexists(self.path) and not os.path.islink(self.path):
             self.fail("path=%s exists and is not a symlink managed by this module; nothing was switched" % self.path, {})
         self.wanted, self.build_dir, self.marker = wanted, build_dir, marker
-        active_target = os.path.realpath(self.path) if os.path.islink(self.path) else ""
-        self.active_id = (os.path.basename(active_target)
-                          if os.path.dirname(active_target) == os.path.realpath(self.store) else "")
+        active_target, self.active_id = self._active()
         action = "none" if self.active_id == wanted else "switch"
         self.action = action
         self.result = dict(changed=action != "none", decision=action, build=wanted, build_path=build_dir,
@@ -370,9 +379,7 @@ class VenvManager(object):
         self.wanted = build_id(self.lock_sha, self.py_version, p["packages"], p["packages_no_deps"], p["extra"],
                                self.sources())
         self.build_dir = os.path.join(store, self.wanted)
-        self.active_target = os.path.realpath(path) if os.path.islink(path) else ""
-        self.active_id = (os.path.basename(self.active_target)
-                          if os.path.dirname(self.active_target) == os.path.realpath(store) else "")
+        self.active_target, self.active_id = self._active()
         self.marker = read_marker(self.build_dir)
         action = decide(self.active_id, self.wanted, self.marker is not None and self.marker.get("build") == self.wanted,
                         os.path.isdir(self.build_dir))
@@ -460,11 +467,7 @@ class VenvManager(object):
             os.makedirs(parent, 0o755)
         os.symlink(self.build_dir, tmp_link)
         os.rename(tmp_link, self.path)
-        builds = []
-        for name in os.listdir(self.store):
-            m = read_marker(os.path.join(self.store, name))
-            if m is not None and m.get("build") == name:
-                builds.append((name, m.get("created", 0)))
+        builds = [(name, m.get("created", 0)) for name, m in self._complete_builds()]
         for old in prune(builds, self.wanted, self.p["keep"]):
             shutil.rmtree(os.path.join(self.store, old), ignore_errors=True)
             self.result["removed"].append(old)

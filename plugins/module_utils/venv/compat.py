@@ -166,19 +166,18 @@ def marker_holds(marker, env):
         return {"==": lv == rv, "===": lv == rv, "!=": lv != rv, "<": lv < rv, "<=": lv <= rv, ">": lv > rv,
                 ">=": lv >= rv, "~=": lv >= rv}.get(op, True)
 
-    def conjunction():
-        r = atom()
-        while peek() == "and":
+    def chain(op, operand):
+        """operand (op operand)*: "and" binds tighter than "or" (disjunction is a chain of conjunctions); every
+        operand is read, whatever the value so far."""
+        r = operand()
+        while peek() == op:
             take()
-            r = atom() and r
+            rhs = operand()
+            r = (r and rhs) if op == "and" else (r or rhs)
         return r
 
     def disjunction():
-        r = conjunction()
-        while peek() == "or":
-            take()
-            r = conjunction() or r
-        return r
+        return chain("or", lambda: chain("and", atom))
 
     return disjunction() if tokens else True
 
