@@ -35,7 +35,8 @@ targets: deps
 integration: deps collection
 	$(BIN)/pytest -q tests/integration
 
-## The planner against SGLang 0.5.9's own code (the wheel's source, torch stubbed): last line "oracle agreement N/M".
+## The planner against SGLang 0.5.9's and 0.5.23's own code (the wheels' source, torch stubbed): a line per release,
+## "oracle agreement <release> N/M", and last the total, "oracle agreement N/M".
 oracle: deps
 	tests/oracle/oracle.sh
 

@@ -126,7 +126,8 @@ options:
     description:
       - The SGLang release the launch runs. The planner's arithmetic is per release, each proved against that
         release's own code (C(make oracle)); a release it was not proved for is refused by name (nothing is planned),
-        never planned with another release's rules. Releases known - V(0.5.9).
+        never planned with another release's rules. Releases known - V(0.5.9), V(0.5.23) (a 0.5.23 launch with a separate draft model needs its
+        C(config.json) at C(speculative_draft_model_path); pipeline stages on 0.5.23 are refused).
       - When O(python) has sglang installed, that release is the plan's, and a different O(release) is refused.
       - Unset, and nothing installed beside O(python), V(0.5.9).
     type: str

@@ -55,7 +55,7 @@ mkdir -p "$lane_dir"
   summary=()
   lane() { step "$@" || { printf '%s\n' "${summary[@]}" > "$lane_dir/pytest-lane.summary"; exit 1; }; }
   lane "sglang_venv locks resolve unchanged against the real index" tests/ci/lock.sh check
-  lane "planner oracle (SGLang 0.5.9's own code, >= 2000 scenarios)" tests/oracle/oracle.sh
+  lane "planner oracle (SGLang 0.5.9's and 0.5.23's own code, >= 2000 scenarios each)" tests/oracle/oracle.sh
   lane "pytest unit + integration" pytest -q -p no:cacheprovider tests/unit tests/integration
   lane "module_utils under the targets' Pythons (3.10, 3.12, 3.13)" tests/ci/targets.sh
   lane "molecule scenarios, lane b (lab slot 1)" tests/ci/molecule-all.sh b

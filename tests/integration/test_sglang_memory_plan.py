@@ -63,22 +63,29 @@ def test_a_required_path_that_is_missing_is_named_with_its_words_before_planning
 
 
 def test_a_release_the_planner_was_not_proved_for_is_refused_by_name_through_ansible(tmp_path):
-    """release=0.5.23, or a venv whose sglang is 0.5.23: failed, named, nothing planned - never 0.5.9's arithmetic."""
+    """release=0.5.22, or a venv whose sglang is 0.5.22: failed, named, nothing planned - never 0.5.9's arithmetic.
+    A venv whose sglang is 0.5.23 is planned with 0.5.23's (#47 item 1)."""
     model = model_dir(tmp_path, 4)
-    r = run_module(M, {"model_path": model, "gpu_profile": "rtx-a6000", "fail_on": [], "release": "0.5.23"})
+    r = run_module(M, {"model_path": model, "gpu_profile": "rtx-a6000", "fail_on": [], "release": "0.5.22"})
     assert r["failed"] is True
-    assert r["msg"].startswith("SGLang 0.5.23: this planner's arithmetic is proved for SGLang 0.5.9 only")
-    assert r["release"] == "0.5.23" and "per_gpu" not in r
+    assert r["msg"].startswith("SGLang 0.5.22: this planner's arithmetic is proved for SGLang 0.5.9, 0.5.23 only")
+    assert r["release"] == "0.5.22" and "per_gpu" not in r
     # the launch's interpreter: its environment's sglang-<version>.dist-info names the release
     site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
-    (site / "sglang-0.5.23.dist-info").mkdir(parents=True)
+    (site / "sglang-0.5.22.dist-info").mkdir(parents=True)
     (tmp_path / "venv" / "bin").mkdir()
     python = tmp_path / "venv" / "bin" / "python"
     os.symlink("/usr/bin/python3", str(python))
     r = run_module(M, {"model_path": model, "gpu_profile": "rtx-a6000", "fail_on": [], "python": str(python)})
-    assert r["failed"] is True and r["msg"].startswith("SGLang 0.5.23: ") and "per_gpu" not in r
+    assert r["failed"] is True and r["msg"].startswith("SGLang 0.5.22: ") and "per_gpu" not in r
+    (site / "sglang-0.5.22.dist-info").rename(site / "sglang-0.5.23.dist-info")
+    new = run_module(M, {"model_path": model, "gpu_profile": "rtx-a6000", "fail_on": [], "python": str(python)})
+    assert new.get("failed") is not True, new.get("msg")
+    assert new["release"] == "0.5.23" and new["per_gpu"]
     (site / "sglang-0.5.23.dist-info").rename(site / "sglang-0.5.9.dist-info")
     ok = run_module(M, {"model_path": model, "gpu_profile": "rtx-a6000", "fail_on": [], "python": str(python)})
     assert ok.get("failed") is not True, ok.get("msg")
     assert ok["release"] == "0.5.9" and ok["release_source"] == "installed (%s)" % (site / "sglang-0.5.9.dist-info")
     assert ok["per_gpu"]
+    # the same launch, 0.5.23 against 0.5.9: a larger reserve (its prefill CUDA graph), so a lower fraction
+    assert new["reserved_mib"] > ok["reserved_mib"] and new["mem_fraction_static"] < ok["mem_fraction_static"]

@@ -1,8 +1,13 @@
-"""The planner against SGLang 0.5.9's own code on generated scenarios (make oracle). Last lines printed:
-    oracle agreement <release> N/M     (one per release proved: today 0.5.9, the only release it knows)
-    oracle agreement N/M
+"""The planner against one SGLang release's own code on generated scenarios (make oracle runs it once per release:
+0.5.9 and 0.5.23, each in its own process - both are "sglang"). Last line printed:
+    oracle agreement <release> N/M
+(oracle.sh then prints the total, "oracle agreement N/M").
 
-    python -S tests/oracle/run_oracle.py [--site DIR] [-n N] [--show K] [--only NAME]
+    python -S tests/oracle/run_oracle.py [--release R] [--site DIR] [-n N] [--show K] [--only NAME]
+
+0.5.23: the same generated scenarios in 0.5.23's words (sglang0523.RENAMED), a separate draft model's config from
+scenarios.draft_config; pipeline stages are not run for it (the planner refuses them by name for 0.5.23), nor the
+configurations choose() picks (choose is 0.5.9's only).
 
 Agreement per scenario: SGLang refuses the args <=> plan() refuses them; otherwise the same outcome (SGLang's
 "Not enough memory" <=> kv_pool_oom), mem_fraction_static within 1e-6, chunked_prefill_size and cuda_graph_max_bs
@@ -66,12 +71,18 @@ def chosen_cases(todo, n):
     return out, refused
 
 
-def ours(planner, cfg, args, gpu, m0, m1):
+def ours(planner, cfg, args, gpu, m0, m1, release="0.5.9"):
     ranks = int(args.get("tp_size", 1)) * int(args.get("pp_size", 1))
     gpus = [{"index": i, "memory_total_mib": gpu} for i in range(ranks)]
+    kw = {}
+    if release != "0.5.9":
+        import sglang0523
+        args = sglang0523.in_0523_words(args)
+        kw = {"release": release, "draft_config": scenarios.draft_config(cfg)
+              if args.get("speculative_draft_model_path") else None}
     try:
         return planner.plan(cfg, gpus, args, measured={"avail_mem_before_load_gb": m0, "avail_mem_after_load_gb": m1},
-                            _fixes=False)
+                            _fixes=False, **kw)
     except planner.PlanError as e:
         return {"error": str(e)}
 
@@ -148,6 +159,36 @@ def _stages_ignored(p):
     plant_value(p, "kv_layers", lambda model, pp_rank=0, pp_size=1: orig(model, 0, 1))
 
 
+def _v0523(p, name, value):
+    setattr(p.v0523, name, value)
+
+
+def _no_prefill_graph_reserve(p):
+    orig = p.v0523.graph_reserve_mib
+    _v0523(p, "graph_reserve_mib", lambda *a, **k: orig(*a, **dict(k, prefill_graph=False)))
+
+
+def _buckets_of_0_5_9(p):
+    _v0523(p, "bucket_defaults", p.bucket_defaults)
+
+
+def _mamba_without_extra_buffer(p):
+    _v0523(p, "mamba_extra_buffer", lambda model, a: False)
+
+
+def _no_mm_reserve(p):
+    _v0523(p, "MM_RESERVE_MIB", 0)
+
+
+# 0.5.23's rules, each planted wrong once (what 0.5.9's arithmetic would have said): each must be caught.
+PLANTED_0523 = {
+    "0.5.23's prefill CUDA graph reserve forgotten": _no_prefill_graph_reserve,
+    "0.5.9's GPU-size buckets kept for 0.5.23": _buckets_of_0_5_9,
+    "control: the planner as it is": lambda p: None,
+    "0.5.23's mamba extra buffer ignored (3 slots per request)": _mamba_without_extra_buffer,
+    "0.5.23's multimodal embedding cache left in the KV budget": _no_mm_reserve,
+}
+
 # Mistakes the planner really made before the oracle existed (or easily could): each must be caught.
 PLANTED = {
     "pipeline stages sized as if each held every layer": _stages_ignored,
@@ -162,28 +203,31 @@ PLANTED = {
 }
 
 
-def self_test(oracle, site):
+def self_test(oracle, site, release="0.5.9"):
     """Each planted mistake must make at least one scenario (or a table) disagree; the control must not."""
-    todo = scenarios.scenarios(600) + scenarios.pp_scenarios(100)
+    todo = scenarios.scenarios(600) + (scenarios.pp_scenarios(100) if release == "0.5.9" else [])
+    planted = PLANTED if release == "0.5.9" else PLANTED_0523
+    answers = [oracle.run(cfg, args, gpu, m0, m1) for _n, cfg, args, gpu, m0, m1 in todo]
     caught = 0
-    for what, plant in PLANTED.items():
+    for what, plant in planted.items():
         planner = load_module_util("plan")
         plant(planner)
-        bad = sum(1 for _n, cfg, args, gpu, m0, m1 in todo
-                  if compare(oracle.run(cfg, args, gpu, m0, m1), ours(planner, cfg, args, gpu, m0, m1)))
-        table_ok = tables.check(site, planner)[1]
+        bad = sum(1 for sg, (_n, cfg, args, gpu, m0, m1) in zip(answers, todo)
+                  if compare(sg, ours(planner, cfg, args, gpu, m0, m1, release)))
+        table_ok = tables.check(site, planner, release)[1]
         control = what.startswith("control:")
         hit = bad > 0 or not table_ok
         said = ("FALSE ALARM" if hit else "quiet") if control else ("caught" if hit else "NOT caught")
         print("self-test: %-48s %s (%d of %d scenarios disagree%s)" % (
             what, said, bad, len(todo), "" if table_ok else ", a table differs"))
         caught += hit != control
-    print("self-test: %d of %d planted mistakes handled as expected" % (caught, len(PLANTED)))
-    return 0 if caught == len(PLANTED) else 1
+    print("self-test %s: %d of %d planted mistakes handled as expected" % (release, caught, len(planted)))
+    return 0 if caught == len(planted) else 1
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--release", default="0.5.9", choices=fetch.RELEASES)
     ap.add_argument("--site", help="the extracted sglang wheel (default: fetched and cached under build/oracle)")
     ap.add_argument("-n", type=int, default=2400)
     ap.add_argument("--show", type=int, default=15, help="disagreements printed in full")
@@ -191,16 +235,20 @@ def main():
     ap.add_argument("--self-test", action="store_true",
                     help="plant known mistakes in a copy of the planner and check that the oracle catches each")
     a = ap.parse_args()
-    site = a.site or fetch.site()
-    from sglang059 import SGLang059
+    site = a.site or fetch.site(a.release)
     t0 = time.time()
-    oracle = SGLang059(site)
+    if a.release == "0.5.9":
+        from sglang059 import SGLang059
+        oracle = SGLang059(site)
+    else:
+        from sglang0523 import SGLang0523
+        oracle = SGLang0523(site, fetch.deps(a.release))
     if a.self_test:
-        return self_test(oracle, site)
+        return self_test(oracle, site, a.release)
     planner = load_module_util("plan")
-    todo = [s for s in scenarios.scenarios(a.n) + scenarios.pp_scenarios()
+    todo = [s for s in scenarios.scenarios(a.n) + (scenarios.pp_scenarios() if a.release == "0.5.9" else [])
             if not a.only or s[0].startswith(a.only)]
-    chosen, unplaceable = chosen_cases(todo, 0 if a.only else 200)
+    chosen, unplaceable = chosen_cases(todo, 0 if a.only or a.release != "0.5.9" else 200)
     todo = todo + chosen
     bad, refused, by_kind = [], 0, {}
     seen = {k: 0 for k in COVERAGE}
@@ -209,7 +257,7 @@ def main():
         refused += "error" in sg
         for what, test in COVERAGE.items():
             seen[what] += bool(test(sg, args))
-        d = compare(sg, ours(planner, cfg, args, gpu, m0, m1))
+        d = compare(sg, ours(planner, cfg, args, gpu, m0, m1, a.release))
         if d:
             bad.append((name, args, gpu, m0, m1, d))
             for x in d:
@@ -224,12 +272,11 @@ def main():
         oracle.version, refused, time.time() - t0))
     print("choose: %d configurations the planner chose for a goal are among them (checked like the others); %d "
           "models fit no configuration on their GPUs" % (len(chosen), unplaceable))
-    table_lines, tables_ok = tables.check(site, planner)
+    table_lines, tables_ok = tables.check(site, planner, a.release)
     for line in table_lines:
         print(line)
-    # one line per release proved (today one: the wheel this run read), then the total the Makefile's contract reads
+    # this release's line; oracle.sh adds them up into the total the Makefile's contract reads
     print("oracle agreement %s %d/%d" % (oracle.version, len(todo) - len(bad), len(todo)))
-    print("oracle agreement %d/%d" % (len(todo) - len(bad), len(todo)))
     return 0 if not bad and tables_ok else 1
 
 

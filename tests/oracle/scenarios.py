@@ -247,3 +247,17 @@ def pp_scenarios(n=300, seed=61):
             args["nnodes"] = rng.choice([2, 2, 3])
         out.append(("pp-%s-%04d" % (name, i), cfg, args) + _gpu_memory(rng))
     return out
+
+
+def draft_config(cfg, seed=0):
+    """The config of a scenario's separate draft model (speculative_draft_model_path): the target's shapes with a
+    few layers of its own (an EAGLE head has 1; a STANDALONE draft a small model), no MTP head. Deterministic per
+    config, so SGLang and the planner read the same draft."""
+    layers = (1, 1, 2, 4)[(int(cfg.get("num_hidden_layers") or (cfg.get("text_config") or {}).get(
+        "num_hidden_layers") or 0) + seed) % 4]
+    out = dict((k, v) for k, v in cfg.items() if k != "num_nextn_predict_layers")
+    if isinstance(out.get("text_config"), dict):
+        out["text_config"] = dict((k, v) for k, v in out["text_config"].items() if k != "num_nextn_predict_layers")
+        out["text_config"]["num_hidden_layers"] = layers
+    out["num_hidden_layers"] = layers
+    return out

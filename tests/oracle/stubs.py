@@ -1,4 +1,4 @@
-"""Import SGLang 0.5.9's own Python source without torch, CUDA or transformers, for the planner's oracle.
+"""Import SGLang's own Python source (0.5.9, 0.5.23) without torch, CUDA or transformers, for the planner's oracle.
 
 Only the arithmetic is wanted (ServerArgs' defaults and automatic fraction, ModelConfig's derived shapes, the model
 runner's pool sizing), but those modules import half of SGLang at load time. Three import hooks make that work with
@@ -281,10 +281,44 @@ class _Patcher(importlib.abc.MetaPathFinder):
         return None
 
 
-def install(site):
-    """Make `import sglang...` load the wheel's source under `site` with the stand-ins above."""
+class _Target(object):
+    backend = "cuda"
+
+
+# What 0.5.23 needs beyond 0.5.9 (configure("0.5.23")): three more third-party roots stubbed; msgspec real (fetch.deps:
+# 0.5.23's ServerArgs is a msgspec struct); the transformers compatibility patches it applies at import skipped (they
+# adapt transformers' own classes, absent here); the torch and CUDA of its lock; triton answering "cuda" (fla's
+# device probe); transformers' cached_file finding no extra file in the model directory.
+RELEASE_STUBS = {
+    "0.5.23": dict(
+        add=("pydantic_core", "tvm_ffi", "filelock"), real=("msgspec",),
+        overrides={"torch": dict(__version__="2.14.1"), "torch.version": dict(cuda="13.0", __version__="2.14.1"),
+                   "triton.runtime": dict(driver=types.SimpleNamespace(active=types.SimpleNamespace(
+                       get_current_target=_Target))),
+                   "transformers.utils": dict(cached_file=lambda *a, **k: None)},
+        patches={"sglang.srt.utils.hf_transformers_patches": dict(apply_all=lambda: None)}),
+}
+
+
+def configure(release, patches=None):
+    """Set the stand-ins up for ``release`` (RELEASE_STUBS), with the harness's own ``patches`` (a module name: the
+    attributes replaced after it loads). Call before install()."""
+    global STUB_ROOTS
+    extra = RELEASE_STUBS.get(release, {})
+    STUB_ROOTS = frozenset((set(STUB_ROOTS) | set(extra.get("add", ()))) - set(extra.get("real", ())))
+    for name, values in extra.get("overrides", {}).items():
+        OVERRIDES[name] = dict(OVERRIDES.get(name, {}), **values)
+    for name, values in list(extra.get("patches", {}).items()) + list((patches or {}).items()):
+        PATCHES[name] = dict(PATCHES.get(name, {}), **values)
+
+
+def install(site, deps=None):
+    """Make `import sglang...` load the wheel's source under `site` with the stand-ins above (and the real packages
+    under ``deps``, when the release needs some)."""
     if "site" in sys.modules and any("site-packages" in p for p in sys.path):
         raise RuntimeError("run the oracle with python -S: a real site-packages would shadow the stand-ins")
+    if deps:
+        sys.path.insert(0, deps)
     sys.path.insert(0, site)
     sys.meta_path.insert(0, _StubFinder())
     sys.meta_path.insert(0, _Patcher())

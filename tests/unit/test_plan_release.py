@@ -41,16 +41,19 @@ def test_the_release_installed_in_the_venv_is_the_plans(tmp_path):
 
 
 def test_a_release_not_proved_is_refused_by_name(tmp_path):
-    python, dummy = venv(tmp_path, "v", "0.5.23")
+    python, dummy = venv(tmp_path, "v", "0.5.22")
     with pytest.raises(SM.PlanError) as exc:
         SM.resolve_release(None, python)
     msg = str(exc.value)
-    assert msg.startswith("SGLang 0.5.23: this planner's arithmetic is proved for SGLang 0.5.9 only")
+    assert msg.startswith("SGLang 0.5.22: this planner's arithmetic is proved for SGLang 0.5.9, 0.5.23 only")
     assert "nothing was planned" in msg and "sglang_venv_sglang_version: 0.5.9" in msg
     assert "sglang_server_plan: false" in msg
     # asked for, with nothing installed: the same refusal
-    with pytest.raises(SM.PlanError, match=r"^SGLang 0\.5\.23: "):
-        SM.resolve_release("0.5.23")
+    with pytest.raises(SM.PlanError, match=r"^SGLang 0\.5\.22: "):
+        SM.resolve_release("0.5.22")
+    # both releases the oracle proves are planned
+    assert SM.KNOWN_RELEASES == ("0.5.9", "0.5.23")
+    assert SM.resolve_release("0.5.23") == ("0.5.23", "asked for (release)")
 
 
 def test_a_release_asked_for_that_is_not_the_one_installed_is_refused(tmp_path):
@@ -104,10 +107,48 @@ def test_plan_request_plans_the_installed_release(tmp_path):
 
 
 def test_plan_request_refuses_an_unknown_release_and_plans_nothing(tmp_path):
-    python, dummy = venv(tmp_path, "v", "0.5.23")
+    python, dummy = venv(tmp_path, "v", "0.5.22")
     with pytest.raises(SM.PlanRefused) as exc:
         SM.plan_request(model_config=model_config(), gpus=[A6000, A6000], args={"tp_size": 2},
                         weights_bytes=55 * 10 ** 9, python=python)
-    assert exc.value.msg.startswith("SGLang 0.5.23: ")
+    assert exc.value.msg.startswith("SGLang 0.5.22: ")
     assert exc.value.result == {"release": None}
     assert "per_gpu" not in exc.value.result
+
+
+def test_0_5_23_is_planned_with_its_own_arithmetic_in_its_own_words(tmp_path):
+    """#47 item 1: a venv with sglang 0.5.23 is planned by 0.5.23's rules (tests/oracle proves them: `make oracle`
+    prints oracle agreement 0.5.23 N/M): on the A6000 (48 GiB, 4096-token chunk, decode graph of 32) 0.5.23 reserves
+    its prefill graph too, so its automatic fraction is lower than 0.5.9's; 0.5.9's words for the args are refused
+    with 0.5.23's; what the plan cannot know is refused by name."""
+    python, dummy = venv(tmp_path, "v", "0.5.23")
+    common = dict(model_config=model_config(), gpus=[A6000, A6000], weights_bytes=55 * 10 ** 9, fail_on=())
+    new, dummy = SM.plan_request(args={"tp_size": 2}, python=python, **common)
+    old, dummy = SM.plan_request(args={"tp_size": 2}, release="0.5.9", **common)
+    assert new["release"] == "0.5.23" and old["release"] == "0.5.9"
+    # 0.5.9: 512 + 1.5 x 4096 + 2 x 32 + 256 = 6976 MiB; 0.5.23 adds its prefill graph's 50 sizes x 8 MiB (Qwen3.5
+    # keeps its prefill graph: multimodal_breakable_cuda_graph_supported_model_archs)
+    assert (old["reserved_mib"], new["reserved_mib"]) == (6976, 6976 + 400)
+    assert new["mem_fraction_static"] < old["mem_fraction_static"]
+    assert new["max_total_num_tokens"] < old["max_total_num_tokens"]
+    # 0.5.23's default mamba strategy keeps the extra buffer: 5 state slots per running request, not 3
+    assert new["max_running_requests"] == new["max_mamba_cache_size"] // 5 < old["max_running_requests"]
+    with pytest.raises(SM.PlanRefused, match=r"args\.cuda_graph_max_bs: SGLang 0\.5\.23 has no --cuda-graph-max-bs "
+                                             r"\(it is --cuda-graph-max-bs-decode there\)"):
+        SM.plan_request(args={"tp_size": 2, "cuda_graph_max_bs": 16}, python=python, **common)
+    words, dummy = SM.plan_request(args={"tp_size": 2, "cuda_graph_max_bs_decode": 16}, python=python, **common)
+    assert words["cuda_graph_max_bs"] == 16
+    with pytest.raises(SM.PlanRefused, match=r"speculative_draft_model_path: SGLang 0\.5\.23 sizes the draft "
+                                             r"model's KV inside the target's pool"):
+        SM.plan_request(args={"tp_size": 2, "speculative_algorithm": "EAGLE",
+                              "speculative_draft_model_path": str(tmp_path / "no-draft")}, python=python, **common)
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_text(json.dumps(dict(model_config(), num_hidden_layers=1)))
+    eagle, dummy = SM.plan_request(args={"tp_size": 2, "speculative_algorithm": "EAGLE",
+                                         "speculative_draft_model_path": str(draft)}, python=python, **common)
+    assert eagle["cell_size_bytes"] > new["cell_size_bytes"]       # the draft's layer rides in every token
+    with pytest.raises(SM.PlanRefused, match=r"pipeline stages on SGLang 0\.5\.23 are not planned yet"):
+        SM.plan_request(args={"tp_size": 1, "pp_size": 2}, python=python, **common)
+    with pytest.raises(SM.PlanRefused, match=r"goal=throughput: choosing the args is proved for SGLang 0\.5\.9 only"):
+        SM.plan_request(args={}, goal="throughput", python=python, **common)

@@ -2,12 +2,14 @@
 # Copyright (c) gpuserve.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Pre-flight memory planner for SGLang 0.5.9.
+"""Pre-flight memory planner for SGLang 0.5.9 and 0.5.23.
 
-``plan(config, gpus, args, measured=None, weights_bytes=None)`` mirrors SGLang 0.5.9's own
+``plan(config, gpus, args, measured=None, weights_bytes=None, release="0.5.9")`` mirrors SGLang 0.5.9's own
 arithmetic (server_args._handle_gpu_memory_settings, ModelRunner.profile_max_num_token,
 handle_max_mamba_cache, get_cell_size_per_token) to predict, before launch, whether the KV pool can
-be built, how many tokens it will hold, and what the smallest change is that makes it fit.
+be built, how many tokens it will hold, and what the smallest change is that makes it fit. With release 0.5.23
+the steps where 0.5.23 differs are its own (v0523.py: memory_hook, the pool configurators, resolve_max_num_reqs);
+both are proved by tests/oracle against the release's code.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,11 +20,14 @@ from .chart import explain
 from .model import (CUDA_CONTEXT_GIB, DRIVER_RESERVED_GIB, GIB, MAMBA_RADIX_ARCHS, MIB, Model, NCCL_GIB, PlanError,
                     ServerArgs, WORKSPACE_GIB, _dtype_bytes, as_server_args, bucket_defaults)
 from .sizes import (_refusals, _validate, auto_mem_fraction_static, cell_size, kv_dtype_bytes, kv_layers,
-                    mamba_per_request, outside_static_gb, pp_layer_range, spec_params, static_rest_gb)
+                    mamba_per_request, outside_static_gb, pp_layer_range, spec_params, static_rest_gb, vlm_adjusted)
+from . import v0523
 
 
-def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
-    """Predict SGLang 0.5.9's memory layout for one launch; see the module docstring."""
+def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True, release="0.5.9", draft_config=None):
+    """Predict SGLang's memory layout for one launch of ``release`` (0.5.9 or 0.5.23, its args in its own
+    words; ``draft_config``: the config.json of speculative_draft_model_path, which 0.5.23 sizes inside the target's
+    pool); see the module docstring."""
     args = dict(args or {})
     try:
         model = Model(config)
@@ -31,10 +36,11 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True):
         if verdict is None:
             raise
         return verdict
-    sizing = _Sizing(model, gpus, args, dict(measured or {}), weights_bytes)
+    sizing = _Sizing(model, gpus, args, dict(measured or {}), weights_bytes, release, draft_config)
     result = sizing.result()
     if _fixes:
-        result["fixes"], result["ineffective"] = _fixes_for(config, gpus, args, sizing.measured, weights_bytes, result)
+        result["fixes"], result["ineffective"] = _fixes_for(config, gpus, args, sizing.measured, weights_bytes, result,
+                                                            dict(release=release, draft_config=draft_config))
     else:
         result["fixes"], result["ineffective"] = [], []
     result["explain"] = explain(result, model)
@@ -45,9 +51,11 @@ class _Sizing(object):
     """One launch sized the way SGLang 0.5.9 sizes it, step by step in its order: the resolved args and fraction,
     the free memory before the weights (M0), the weights (W, M1), the pools, the request slots, the headroom."""
 
-    def __init__(self, model, gpus, args, measured, weights_bytes):
-        self.model, self.gpus, self.measured = model, gpus, measured
+    def __init__(self, model, gpus, args, measured, weights_bytes, release="0.5.9", draft_config=None):
+        self.model, self.gpus, self.measured, self.draft_config = model, gpus, measured, draft_config
+        self.r523 = release == v0523.RELEASE
         self.notes = []
+        self.no_requests = False
         self.resolve(args)
         self.m0, self.m0_source = self.free_before_load()
         self.weights(weights_bytes)
@@ -57,21 +65,38 @@ class _Sizing(object):
 
     def resolve(self, args):
         model = self.model
+        if self.r523:
+            args = v0523.internal_args(args)
+            if int(args.get("pp_size") or 1) > 1:
+                raise PlanError("args.pp_size=%s: pipeline stages on SGLang %s are not planned yet (the oracle does "
+                                "not run them for that release); nothing was planned" % (args.get("pp_size"),
+                                                                                         v0523.RELEASE))
         a, tp, pp = _validate(model, self.gpus, args)
         self.a, self.tp, self.pp = a, tp, pp
         self.used = self.gpus[:tp * pp]
         gpu_mem = min(float(g["memory_total_mib"]) for g in self.gpus)
-        self.algo, self.steps, self.topk, self.draft_tokens = spec_params(model, a)
-        chunk_d, bs_d = bucket_defaults(gpu_mem, tp)
+        self.algo, self.steps, self.topk, self.draft_tokens = spec_params(model, a, self.r523)
+        chunk_d, bs_d = (v0523.bucket_defaults if self.r523 else bucket_defaults)(gpu_mem, tp)
         chunked = chunk_d if a.chunked_prefill_size is None else a.chunked_prefill_size
         graph_bs = bs_d if a.cuda_graph_max_bs is None else a.cuda_graph_max_bs
+        if self.r523 and a.cuda_graph_max_bs is None and a.is_set("max_running_requests"):
+            graph_bs = min(graph_bs, int(a.max_running_requests))   # a default above the running requests: cut
         if a.cuda_graph_bs:
             graph_bs = max(int(b) for b in a.cuda_graph_bs)       # an explicit capture list sets the max
         self.dp_size = int(a.dp_size)
         self.dp_attention = bool(a.enable_dp_attention) and self.dp_size > 1    # dp_size 1 turns it off
         self.page = int(a.page_size)
-        _refusals(model, a, self.algo, self.topk, self.page, self.dp_attention)
-        if a.mem_fraction_static is None:
+        _refusals(model, a, self.algo, self.topk, self.page, self.dp_attention, self.r523)
+        if a.mem_fraction_static is None and self.r523:
+            prefill_bs = min(8192, chunked) if model.mla else chunked
+            if a.max_total_tokens is not None:
+                prefill_bs = min(prefill_bs, int(a.max_total_tokens))
+            self.mfs, self.reserved = v0523.auto_mem_fraction_static(
+                gpu_mem, tp, pp, chunked, graph_bs, a.max_prefill_tokens, prefill_bs, model.mla,
+                self.dp_attention, self.dp_size, v0523.prefill_graph(model, pp, a.enable_multimodal))
+            self.mfs = vlm_adjusted(self.mfs, model, bool(a.language_only), a.enable_multimodal)
+            self.mfs_source = "auto"
+        elif a.mem_fraction_static is None:
             self.mfs, self.reserved = auto_mem_fraction_static(
                 gpu_mem, tp, pp, chunked, graph_bs, self.algo, a.max_prefill_tokens, model, bool(a.language_only),
                 a.enable_multimodal, bool(a.enable_piecewise_cuda_graph), bool(a.enable_dp_attention), int(a.dp_size))
@@ -133,6 +158,8 @@ class _Sizing(object):
         """ModelRunnerKVCacheMixin.profile_max_num_token / handle_max_mamba_cache / init_memory_pool of 0.5.9."""
         model, a, tp, pp = self.model, self.a, self.tp, self.pp
         rest = self.static = static_rest_gb(self.m0, self.m1, self.mfs)
+        if self.r523 and model.is_multimodal(a.enable_multimodal):
+            rest -= v0523.MM_RESERVE_MIB / 1024.0      # the embedding cache, taken out of the KV budget first
         attn_tp = self.attn_tp = tp // self.dp_size if self.dp_attention else tp   # KV heads and states per rank
         # pipeline stages: each profiles with its own KV layers; the pool is the smallest stage's (all_reduce MIN),
         # the request pool is sized from stage 0's own count (what rank 0 logs)
@@ -143,21 +170,28 @@ class _Sizing(object):
                             % (pp, self.stage_layers.index(0)))
         stage_cells = [cell_size(model, a, attn_tp, layers=n) for n in self.stage_layers] if pp > 1 \
             else [cell_size(model, a, attn_tp)]
+        if self.r523:
+            stage_cells = [c + v0523.draft_kv_cell(c, n, model, a, self.algo, self.draft_config)
+                           for c, n in zip(stage_cells, self.stage_layers if pp > 1 else [kv_layers(model)])]
         self.cell = stage_cells[0]
         per_req = self.per_req = mamba_per_request(model, a, attn_tp)
         self.context_len = int(model.context_len if a.context_length is None else a.context_length)
         self.radix_off = bool(a.disable_radix_cache)
         self.extra_buffer = str(a.mamba_scheduler_strategy or "") == "extra_buffer"
+        if self.r523:
+            self.extra_buffer = v0523.mamba_extra_buffer(model, a)
         self.max_running = a.max_running_requests
         if self.algo is not None:
             if self.max_running is None:
                 self.max_running = 48                    # _handle_speculative_decoding, every algorithm
-            if model.arch in MAMBA_RADIX_ARCHS and not self.extra_buffer:
+            if model.arch in MAMBA_RADIX_ARCHS and not self.extra_buffer and not self.r523:
                 self.radix_off = True     # _handle_mamba_radix_cache: no radix cache with speculative decoding
         self.dp_div = self.dp_size if self.dp_attention else 1
         self.spec_reserve = self.mamba_gb = 0.0
         self.slots = None
-        if model.hybrid_gdn:
+        if model.hybrid_gdn and self.r523:
+            rest = v0523.mamba_pool(self, rest)
+        elif model.hybrid_gdn:
             if self.algo is not None:
                 self.spec_reserve = per_req * (int(self.max_running) // self.dp_div) * self.draft_tokens / GIB
                 rest -= self.spec_reserve
@@ -181,6 +215,8 @@ class _Sizing(object):
         """The request slots (the req_to_token pool, from the profiled count before any cap), the caps and pages,
         the hybrid SWA split, and the running requests."""
         model, a, algo = self.model, self.a, self.algo
+        if self.r523:
+            return v0523.requests(self)
         if a.is_set("max_running_requests") or algo is not None:
             pool_reqs = int(self.max_running)
         else:
@@ -233,7 +269,7 @@ class _Sizing(object):
         self.activations = chunk_tokens * width * 2 / GIB
         self.draft_gb, self.draft_detail = self.draft()
         self.need = self.req_to_token + self.graphs + self.activations + WORKSPACE_GIB + self.draft_gb
-        if self.tokens <= 0:
+        if self.tokens <= 0 or self.no_requests:
             self.outcome = "kv_pool_oom"
         elif self.need > self.headroom_gb:
             self.outcome = "headroom_oom"
@@ -382,7 +418,7 @@ def _better(a, b):
     return _RANK.index(a) < _RANK.index(b)
 
 
-def _fixes_for(config, gpus, args, measured, weights_bytes, base):
+def _fixes_for(config, gpus, args, measured, weights_bytes, base, same=None):
     """(fixes, not fixes): each candidate change replayed through plan(); the least disruptive variant of each kind
     of change that makes SGLang start, then the changes that help but do not suffice and those operators try that do
     not touch this budget."""
@@ -394,7 +430,8 @@ def _fixes_for(config, gpus, args, measured, weights_bytes, base):
             if v is None:
                 trial.pop(k)
         try:
-            res = plan(config, gpus, trial, _measured_for(measured, change, base), weights_bytes, _fixes=False)
+            res = plan(config, gpus, trial, _measured_for(measured, change, base), weights_bytes, _fixes=False,
+                       **(same or {}))
         except PlanError:
             continue
         if _better(res["outcome"], base["outcome"]) or (
@@ -416,7 +453,7 @@ def _fixes_for(config, gpus, args, measured, weights_bytes, base):
             out.append(fix)
         else:   # better than before, but SGLang still does not start: not a fix
             still_failing.append(dict(fix, why=fix["why"] + "; still %s" % fix["outcome"]))
-    return out, still_failing + _ineffective(config, gpus, args, measured, weights_bytes, base)
+    return out, still_failing + _ineffective(config, gpus, args, measured, weights_bytes, base, same)
 
 
 def _candidates(config, gpus, args, base):
@@ -458,7 +495,7 @@ def _candidates(config, gpus, args, base):
     return cands
 
 
-def _ineffective(config, gpus, args, measured, weights_bytes, base):
+def _ineffective(config, gpus, args, measured, weights_bytes, base, same=None):
     """What operators try that does not touch this budget, each replayed: the context halved, graphs off, no
     torch.compile, a lower fraction."""
     mfs = base["mem_fraction_static"]
@@ -474,7 +511,7 @@ def _ineffective(config, gpus, args, measured, weights_bytes, base):
         trial = dict(args)
         trial.update(change)
         try:
-            res = plan(config, gpus, trial, measured, weights_bytes, _fixes=False)
+            res = plan(config, gpus, trial, measured, weights_bytes, _fixes=False, **(same or {}))
         except PlanError:
             continue
         if not _better(res["outcome"], base["outcome"]):

@@ -168,6 +168,7 @@ class Model(object):
         self.hybrid_gdn = bool(tc.get("linear_num_value_heads")) and (
             self.model_type in _HYBRID_GDN_TYPES or bool(tc.get("full_attention_interval")) or bool(layer_types))
         self.swa_window = tc.get("sliding_window")
+        self.window_keys, self.attention_chunk = _windows(tc)
         self.full_layers = self.layers
         self.full_ids = None         # hybrid GDN: the full attention layers' ids (the KV layers)
         self.linear_layers = 0
@@ -194,6 +195,7 @@ class Model(object):
             self.swa_layers = sum(1 for t in layer_types if t == "sliding_attention")
             self.full_layers = sum(1 for t in layer_types if t == "full_attention")
         self.mtp_layers = int(tc.get("mtp_num_hidden_layers") or tc.get("num_nextn_predict_layers") or 0)
+        self.nextn_layers = int(tc.get("num_nextn_predict_layers") or 0)   # 0.5.23 sizes an MTP draft's KV by it
         vc = config.get("vision_config") if isinstance(config.get("vision_config"), dict) else None
         self.vision = vc
         archs = config.get("architectures") if isinstance(config.get("architectures"), list) else [self.arch]
@@ -251,6 +253,13 @@ ARG_DEFAULTS = {
     "disable_cuda_graph": False, "enable_piecewise_cuda_graph": False, "language_only": False,
     "enable_multimodal": None, "enable_mixed_chunk": False, "nnodes": 1, "node_rank": 0,
 }
+
+
+def _windows(tc):
+    """What 0.5.23's ModelConfig reads as the sliding window (_get_sliding_window_size), and Llama 4's chunk."""
+    window = next((tc[k] for k in ("sliding_window_size", "sliding_window", "window_size") if tc.get(k) is not None),
+                  None)
+    return window, tc.get("attention_chunk_size")
 
 
 class ServerArgs(object):

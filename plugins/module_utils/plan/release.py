@@ -18,7 +18,7 @@ import re
 from .model import PlanError
 
 # Releases whose sizing this planner mirrors, each proved by `make oracle` against the release's own wheel.
-KNOWN_RELEASES = ("0.5.9",)
+KNOWN_RELEASES = ("0.5.9", "0.5.23")
 DEFAULT_RELEASE = "0.5.9"
 
 _DIST = re.compile(r"^sglang-([0-9][^-/]*)\.dist-info$")

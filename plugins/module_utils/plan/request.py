@@ -18,7 +18,7 @@ from .chart import replay_mismatch
 from .memory import plan
 from .model import PlanError, gpus_from_profile
 from .picture import chart_svg
-from .release import resolve_release
+from .release import DEFAULT_RELEASE, resolve_release
 from .sizes import checkpoint_bytes
 from .tune import TuneError, choose
 
@@ -80,11 +80,24 @@ def model_of(model_path, model_config, weights_bytes):
     return config, weights_bytes
 
 
-def checkpoint_note(result, config, gpus, args, measured):
+def draft_of(args, release):
+    """The config.json of args.speculative_draft_model_path when the release sizes the draft inside the target's pool
+    (0.5.23) and the directory is here; None otherwise (plan() then says what it needs)."""
+    path = args.get("speculative_draft_model_path")
+    if release == "0.5.9" or not path or not os.path.isfile(os.path.join(str(path), "config.json")):
+        return None
+    try:
+        with open(os.path.join(str(path), "config.json")) as fh:
+            return json.load(fh)
+    except (IOError, OSError, ValueError) as exc:
+        raise PlanRefused("args.speculative_draft_model_path: cannot read %s/config.json: %s" % (path, exc))
+
+
+def checkpoint_note(result, config, gpus, args, measured, **same):
     """A warning when the checkpoint's weights are far smaller than the config's parameters (not that model)."""
     if result.get("sources", {}).get("weights_gb") != "checkpoint":
         return None
-    by_config = plan(config, gpus, args, measured=measured)
+    by_config = plan(config, gpus, args, measured=measured, **same)
     have, want = result["per_gpu"][0]["weights_gb"], by_config["per_gpu"][0]["weights_gb"]
     if not (want > 0 and have < 0.5 * want):
         return None
@@ -113,7 +126,7 @@ def plan_request(model_path=None, model_config=None, require=None, gpus=None, gp
     try:
         result, warnings = _planned(model_path, model_config, gpus, gpu_profile, gpu_count, args, measured,
                                     weights_bytes, fail_on, goal, allow, margin, min_context, min_requests, keep,
-                                    launch_failure)
+                                    launch_failure, release)
     except PlanRefused as exc:
         exc.result.update(release=release, release_source=release_source)
         if chart and exc.result.get("per_gpu"):   # a launch that would not start: the picture says why
@@ -126,11 +139,14 @@ def plan_request(model_path=None, model_config=None, require=None, gpus=None, gp
 
 
 def _planned(model_path, model_config, gpus, gpu_profile, gpu_count, args, measured, weights_bytes, fail_on, goal,
-             allow, margin, min_context, min_requests, keep, launch_failure):
+             allow, margin, min_context, min_requests, keep, launch_failure, release=DEFAULT_RELEASE):
     warnings = []
     try:
         config, weights = model_of(model_path, model_config, weights_bytes)
         gpus = gpus if gpus else gpus_from_profile(gpu_profile, gpu_count)
+        if goal and release != DEFAULT_RELEASE:
+            raise PlanRefused("goal=%s: choosing the args is proved for SGLang %s only; plan the args of SGLang %s "
+                              "without a goal, or choose for %s" % (goal, DEFAULT_RELEASE, release, DEFAULT_RELEASE))
         if goal:
             try:
                 chosen = choose(config, gpus, goal, args, allow, measured, weights, margin, min_context, min_requests,
@@ -141,8 +157,9 @@ def _planned(model_path, model_config, gpus, gpu_profile, gpu_count, args, measu
             result.update(chosen_args=chosen["args"], changes=chosen["changes"], candidates=chosen["candidates"],
                           goal=goal, explain=chosen["explain"] + table(chosen["candidates"]) + result["explain"])
             return result, warnings
-        result = plan(config, gpus, args, measured=measured, weights_bytes=weights)
-        note = checkpoint_note(result, config, gpus, args, measured)
+        same = dict(release=release, draft_config=draft_of(args, release))
+        result = plan(config, gpus, args, measured=measured, weights_bytes=weights, **same)
+        note = checkpoint_note(result, config, gpus, args, measured, **same)
         if note:
             warnings.append(note)
         mismatch = replay_mismatch(result, launch_failure, measured)

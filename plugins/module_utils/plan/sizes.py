@@ -52,6 +52,12 @@ def auto_mem_fraction_static(gpu_mem_mib, tp, pp, chunked, graph_bs, spec_algo, 
     elif spec_algo == "STANDALONE":
         reserved += 6144
     mfs = round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
+    return vlm_adjusted(mfs, model, language_only, enable_multimodal), reserved
+
+
+def vlm_adjusted(mfs, model, language_only=False, enable_multimodal=None):
+    """adjust_mem_fraction_for_vlm (0.5.9 and 0.5.23 alike): a multimodal model keeps less static memory, by the
+    size of its vision tower."""
     if model is not None and model.is_multimodal(enable_multimodal) and not language_only and model.vision is not None:
         # getattr(vision_config, "num_hidden_layers", 24) / ("hidden_size", 1024) on the transformers config:
         # a vision config that only has `depth` (Qwen3-VL, Qwen3.5) counts as 24 layers; not re-rounded after
@@ -60,10 +66,10 @@ def auto_mem_fraction_static(gpu_mem_mib, tp, pp, chunked, graph_bs, spec_algo, 
         ratio = vl * vh * vh / (24 * 1024.0 * 1024.0)
         factor = min(max(1 - 0.1 * (ratio - 1), 0.8), 1.05)
         mfs = mfs * 0.95 * factor
-    return mfs, reserved
+    return mfs
 
 
-def spec_params(model, args):
+def spec_params(model, args, r0523=False):
     """(algorithm or None, steps, topk, draft_tokens) as ServerArgs._handle_speculative_decoding of 0.5.9 leaves them:
     NEXTN is EAGLE; EAGLE, EAGLE3 and STANDALONE without speculative_num_steps take auto_choose_speculative_params
     (STANDALONE 3/1/4, LlamaForCausalLM and Grok 5/4/8, every other model 3/1/4) and topk 1 forces steps + 1 draft
@@ -85,6 +91,8 @@ def spec_params(model, args):
     if algo == "NGRAM":
         topk = int(a.speculative_ngram_max_bfs_breadth)
         draft = int(draft if draft is not None else a.speculative_ngram_max_match_window_size)
+        if steps is None and r0523:
+            steps = draft // topk                       # 0.5.23's _handle_ngram sets it; 0.5.9 leaves it unset
         return algo, (int(steps) if steps is not None else None), topk, draft
     if steps is None:
         if topk is not None or draft is not None:
@@ -123,17 +131,19 @@ _BACKENDS_ALLOWED = {"GptOssForCausalLM": ("triton", "trtllm_mha", "fa3", "fa4",
                      "Llama4ForConditionalGeneration": ("fa3", "aiter", "triton", "trtllm_mha", "intel_xpu")}
 
 
-def _refusals(model, args, algo, topk, page, dp_attention):
-    """The argument combinations ServerArgs of 0.5.9 refuses with a ValueError, named with the fix."""
+def _refusals(model, args, algo, topk, page, dp_attention, r0523=False):
+    """The argument combinations ServerArgs of 0.5.9 (or 0.5.23) refuses with a ValueError, named with the fix."""
     allowed = _BACKENDS_ALLOWED.get(model.arch)
     if allowed and attention_backend(model, args) not in allowed:
         raise PlanError("args.attention_backend=%s: SGLang 0.5.9 requires one of %s for %s; pick one of those"
                         % (attention_backend(model, args), ", ".join(allowed), model.arch))
+    # 0.5.23's _handle_eagle_family: the two-pass cascade draft-decode of flashinfer, fa3 and triton
+    tree = ("flashinfer", "fa3", "triton") if r0523 else ("flashinfer", "fa3")
     if algo in ("EAGLE", "EAGLE3", "STANDALONE") and topk > 1 and page > 1 and \
-            attention_backend(model, args) not in ("flashinfer", "fa3"):
-        raise PlanError("args.speculative_eagle_topk=%d > 1 with page_size=%d: SGLang 0.5.9 refuses it with the %s "
-                        "attention backend (only flashinfer/fa3); use page_size 1 or speculative_eagle_topk 1"
-                        % (topk, page, attention_backend(model, args)))
+            attention_backend(model, args) not in tree:
+        raise PlanError("args.speculative_eagle_topk=%d > 1 with page_size=%d: SGLang %s refuses it with the %s "
+                        "attention backend (only %s); use page_size 1 or speculative_eagle_topk 1"
+                        % (topk, page, "0.5.23" if r0523 else "0.5.9", attention_backend(model, args), "/".join(tree)))
     if algo == "NGRAM":
         if topk > 1 and page > 1 and attention_backend(model, args) != "flashinfer":
             raise PlanError("args.speculative_algorithm=NGRAM (eagle_topk %d) with page_size=%d: SGLang 0.5.9 refuses "
