@@ -294,7 +294,8 @@ class _Sizing(object):
             dw += 2 * model.vocab * model.hidden * _weight_param_bytes(model, a) / tp
         else:
             dw = 0.0
-        dkv = max(self.tokens, 0) * cell_size(model, a, tp, draft=True)
+        # 0.5.23 keeps the draft's KV in the target's pool (counted in the cell), 0.5.9 in a pool of its own
+        dkv = 0 if self.r523 else max(self.tokens, 0) * cell_size(model, a, tp, draft=True)
         dgraph = 0.0 if a.disable_cuda_graph else 2 * self.graphs
         detail = {"weights_gb": round(dw / GIB, 3), "kv_gb": round(dkv / GIB, 3), "graphs_gb": round(dgraph, 3)}
         return dw / GIB + dkv / GIB + dgraph, detail
