@@ -53,35 +53,25 @@ def _parse(site, *rel):
 def tables(site, release="0.5.9"):
     """{planner constant name: (values from SGLang's source, where)}."""
     mc = _parse(site, "configs", "model_config.py")
-    if release != "0.5.9":
-        # 0.5.23 moved the context keys; its architecture lists hold many the planner does not know (compared on the
-        # planner's own architectures, check() below), and one list more: the multimodal models keeping the prefill
-        # CUDA graph
-        hf = _parse(site, "utils", "hf_transformers", "common.py")
-        return {
-            "MULTIMODAL_ARCHS": (_literal_list(mc, "multimodal_model_archs"),
-                                 "configs/model_config.py multimodal_model_archs"),
-            "MULTIMODAL_OFF_BY_DEFAULT": (_strings_in_function(mc, "__init__", "mm_disabled_models"),
-                                          "configs/model_config.py ModelConfig.__init__ mm_disabled_models"),
-            "HYBRID_SWA_ARCHS": (_strings_in_function(mc, "is_hybrid_swa_model", "hybrid_swa_archs"),
-                                 "configs/model_config.py is_hybrid_swa_model"),
-            "CONTEXT_LENGTH_KEYS": (_literal_list(hf, "CONTEXT_LENGTH_KEYS"),
-                                    "utils/hf_transformers/common.py CONTEXT_LENGTH_KEYS"),
-            "v0523.MULTIMODAL_BREAKABLE_GRAPH_ARCHS": (
-                _literal_list(mc, "multimodal_breakable_cuda_graph_supported_model_archs"),
-                "configs/model_config.py multimodal_breakable_cuda_graph_supported_model_archs"),
-        }
-    hf = _parse(site, "utils", "hf_transformers_utils.py")
-    return {
+    out = {
         "MULTIMODAL_ARCHS": (_literal_list(mc, "multimodal_model_archs"),
                              "configs/model_config.py multimodal_model_archs"),
         "MULTIMODAL_OFF_BY_DEFAULT": (_strings_in_function(mc, "__init__", "mm_disabled_models"),
                                       "configs/model_config.py ModelConfig.__init__ mm_disabled_models"),
         "HYBRID_SWA_ARCHS": (_strings_in_function(mc, "is_hybrid_swa_model", "hybrid_swa_archs"),
                              "configs/model_config.py is_hybrid_swa_model"),
-        "CONTEXT_LENGTH_KEYS": (_literal_list(hf, "CONTEXT_LENGTH_KEYS"),
-                                "utils/hf_transformers_utils.py CONTEXT_LENGTH_KEYS"),
     }
+    # 0.5.23 moved the context keys; its architecture lists hold many the planner does not know (compared on the
+    # planner's own architectures, check() below), and one list more: the multimodal models keeping the prefill
+    # CUDA graph
+    keys = ("utils", "hf_transformers_utils.py") if release == "0.5.9" else ("utils", "hf_transformers", "common.py")
+    out["CONTEXT_LENGTH_KEYS"] = (_literal_list(_parse(site, *keys), "CONTEXT_LENGTH_KEYS"),
+                                  "%s CONTEXT_LENGTH_KEYS" % "/".join(keys))
+    if release != "0.5.9":
+        out["v0523.MULTIMODAL_BREAKABLE_GRAPH_ARCHS"] = (
+            _literal_list(mc, "multimodal_breakable_cuda_graph_supported_model_archs"),
+            "configs/model_config.py multimodal_breakable_cuda_graph_supported_model_archs")
+    return out
 
 
 # SGLang's list holds architectures the planner does not know at all: those are left out of the committed copy on

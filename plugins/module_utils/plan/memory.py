@@ -226,11 +226,7 @@ class _Sizing(object):
             pool_reqs = min(pool_reqs, self.slots // ratio)
             if algo is not None and self.dp_attention:
                 pool_reqs = min(pool_reqs, int(self.max_running) // self.dp_size)
-        if a.max_total_tokens:
-            self.stage_tokens = [min(t, int(a.max_total_tokens)) for t in self.stage_tokens]
-        self.stage_tokens = [t // self.page * self.page for t in self.stage_tokens]
-        tokens = min(self.stage_tokens)
-        self.swa_tokens = None
+        tokens = self.capped_tokens()
         if model.swa_layers:
             tokens = self.swa_split(tokens)
         if tokens > 0:
@@ -239,6 +235,15 @@ class _Sizing(object):
         else:
             self.max_reqs = pool_reqs
         self.tokens, self.pool_reqs = tokens, pool_reqs
+
+    def capped_tokens(self):
+        """Each stage's tokens under max_total_tokens and whole pages; the smallest stage's (no SWA split yet)."""
+        a = self.a
+        if a.max_total_tokens:
+            self.stage_tokens = [min(t, int(a.max_total_tokens)) for t in self.stage_tokens]
+        self.stage_tokens = [t // self.page * self.page for t in self.stage_tokens]
+        self.swa_tokens = None
+        return min(self.stage_tokens)
 
     def swa_split(self, tokens):
         """set_num_tokens_hybrid_swa: the pool is split so that SWA layers hold swa_full_tokens_ratio x the full

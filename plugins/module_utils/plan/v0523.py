@@ -202,12 +202,8 @@ def mamba_pool(sizing, rest):
 def requests(sizing):
     """KVCacheConfigurator.config_from_budget and resolve_max_num_reqs of 0.5.23: the cap and the pages first,
     then one count for the running requests and the request pool alike, from the tokens that remain."""
-    model, a = sizing.model, sizing.a
-    if a.max_total_tokens:
-        sizing.stage_tokens = [min(t, int(a.max_total_tokens)) for t in sizing.stage_tokens]
-    sizing.stage_tokens = [t // sizing.page * sizing.page for t in sizing.stage_tokens]
-    tokens = min(sizing.stage_tokens)
-    sizing.swa_tokens = None
+    model = sizing.model
+    tokens = sizing.capped_tokens()
     if model.swa_layers:
         tokens = swa_pools(sizing)
     estimated = max(min(int(tokens / float(sizing.context_len) * 512), 4096), 2048)
