@@ -6,8 +6,9 @@
     python -S tests/oracle/run_oracle.py [--release R] [--site DIR] [-n N] [--show K] [--only NAME]
 
 0.5.23: the same generated scenarios in 0.5.23's words (sglang0523.RENAMED), a separate draft model's config from
-scenarios.draft_config; pipeline stages are not run for it (the planner refuses them by name for 0.5.23), nor the
-configurations choose() picks (choose is 0.5.9's only).
+scenarios.draft_config, and 300 hybrid scenarios of its own (mamba_0523_scenarios: its mamba radix cache strategies);
+pipeline stages are not run for it (the planner refuses them by name for 0.5.23), nor the configurations choose()
+picks (choose is 0.5.9's only).
 
 Agreement per scenario: SGLang refuses the args <=> plan() refuses them; otherwise the same outcome (SGLang's
 "Not enough memory" <=> kv_pool_oom), mem_fraction_static within 1e-6, chunked_prefill_size and cuda_graph_max_bs
@@ -176,6 +177,10 @@ def _mamba_without_extra_buffer(p):
     _v0523(p, "mamba_extra_buffer", lambda model, a: False)
 
 
+def _tracking_slots_always_two(p):
+    _v0523(p, "mamba_ratio", lambda a, radix_off, extra_buffer: 1 if radix_off else (5 if extra_buffer else 3))
+
+
 def _no_mm_reserve(p):
     _v0523(p, "MM_RESERVE_MIB", 0)
 
@@ -187,6 +192,7 @@ PLANTED_0523 = {
     "control: the planner as it is": lambda p: None,
     "0.5.23's mamba extra buffer ignored (3 slots per request)": _mamba_without_extra_buffer,
     "0.5.23's multimodal embedding cache left in the KV budget": _no_mm_reserve,
+    "0.5.23's extra buffer: 2 tracking slots even lazy or without overlap": _tracking_slots_always_two,
 }
 
 # Mistakes the planner really made before the oracle existed (or easily could): each must be caught.
@@ -205,7 +211,8 @@ PLANTED = {
 
 def self_test(oracle, site, release="0.5.9"):
     """Each planted mistake must make at least one scenario (or a table) disagree; the control must not."""
-    todo = scenarios.scenarios(600) + (scenarios.pp_scenarios(100) if release == "0.5.9" else [])
+    todo = scenarios.scenarios(600) + (scenarios.pp_scenarios(100) if release == "0.5.9"
+                                       else scenarios.mamba_0523_scenarios(100))
     planted = PLANTED if release == "0.5.9" else PLANTED_0523
     answers = [oracle.run(cfg, args, gpu, m0, m1) for _n, cfg, args, gpu, m0, m1 in todo]
     caught = 0
@@ -246,8 +253,8 @@ def main():
     if a.self_test:
         return self_test(oracle, site, a.release)
     planner = load_module_util("plan")
-    todo = [s for s in scenarios.scenarios(a.n) + (scenarios.pp_scenarios() if a.release == "0.5.9" else [])
-            if not a.only or s[0].startswith(a.only)]
+    extra = scenarios.pp_scenarios() if a.release == "0.5.9" else scenarios.mamba_0523_scenarios()
+    todo = [s for s in scenarios.scenarios(a.n) + extra if not a.only or s[0].startswith(a.only)]
     chosen, unplaceable = chosen_cases(todo, 0 if a.only or a.release != "0.5.9" else 200)
     todo = todo + chosen
     bad, refused, by_kind = [], 0, {}

@@ -249,6 +249,25 @@ def pp_scenarios(n=300, seed=61):
     return out
 
 
+def mamba_0523_scenarios(n=300, seed=523):
+    """n hybrid Gated DeltaNet scenarios in 0.5.23's own words (a stream of their own): the mamba radix cache
+    strategies 0.5.9 did not have and the overlap schedule off, which change 0.5.23's state slots per request."""
+    rng = random.Random(seed)
+    fams = (("qwen3_next", _qwen3_next), ("qwen3_5", _qwen3_5))
+    variants = ({"mamba_radix_cache_strategy": "extra_buffer_lazy"}, {"disable_overlap_schedule": True},
+                {"disable_overlap_schedule": True, "page_size": 64}, {"mamba_radix_cache_strategy": "no_buffer"},
+                {"mamba_radix_cache_strategy": "extra_buffer", "disable_overlap_schedule": True},
+                {"disable_radix_cache": True})
+    out = []
+    for i in range(n):
+        name, make = rng.choice(fams)
+        cfg = make(rng)
+        args = dict((k, v) for k, v in _args(rng, name, cfg).items() if k != "mamba_scheduler_strategy")
+        args.update(rng.choice(variants))
+        out.append(("m523-%s-%04d" % (name, i), cfg, args) + _gpu_memory(rng))
+    return out
+
+
 def draft_config(cfg, seed=0):
     """The config of a scenario's separate draft model (speculative_draft_model_path): the target's shapes with a
     few layers of its own (an EAGLE head has 1; a STANDALONE draft a small model), no MTP head. Deterministic per

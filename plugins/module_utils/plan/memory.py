@@ -87,6 +87,8 @@ class _Sizing(object):
         self.dp_attention = bool(a.enable_dp_attention) and self.dp_size > 1    # dp_size 1 turns it off
         self.page = int(a.page_size)
         _refusals(model, a, self.algo, self.topk, self.page, self.dp_attention, self.r523)
+        if self.r523:
+            v0523.mamba_refusals(model, a)
         if a.mem_fraction_static is None and self.r523:
             prefill_bs = min(8192, chunked) if model.mla else chunked
             if a.max_total_tokens is not None:

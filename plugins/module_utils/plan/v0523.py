@@ -125,11 +125,29 @@ def mamba_extra_buffer(model, a):
     return strategy in ("extra_buffer", "extra_buffer_lazy")
 
 
-def mamba_ratio(radix_off, extra_buffer):
-    """KVCacheConfigurator._calculate_mamba_ratio: mamba state slots per running request."""
+def mamba_refusals(model, a):
+    """mamba_hook.validate_mamba_no_buffer: with the radix cache on, an explicit no_buffer strategy needs page_size 1
+    and the overlap schedule off (0.5.23 asserts both)."""
+    if not model.hybrid_gdn or a.disable_radix_cache or str(a.mamba_scheduler_strategy or "") != "no_buffer":
+        return
+    if int(a.page_size) != 1:
+        raise PlanError("args.mamba_radix_cache_strategy=no_buffer with page_size=%s: SGLang %s supports it with "
+                        "page_size 1 only; use page_size 1 or the extra_buffer strategy" % (a.page_size, RELEASE))
+    if not a.given.get("disable_overlap_schedule"):
+        raise PlanError("args.mamba_radix_cache_strategy=no_buffer: SGLang %s does not run it with the overlap "
+                        "schedule; set disable_overlap_schedule: true, or use the extra_buffer strategy" % RELEASE)
+
+
+def mamba_ratio(a, radix_off, extra_buffer):
+    """KVCacheConfigurator._calculate_mamba_ratio: mamba state slots per running request - 3, and with the extra
+    buffer its tracking slots (allocation_sizing.get_mamba_tracking_slots: 1 lazy or without the overlap schedule,
+    else 2); 1 without the radix cache."""
     if radix_off:
         return 1
-    return 3 + (2 if extra_buffer else 0)
+    if not extra_buffer:
+        return 3
+    lazy = str(a.mamba_scheduler_strategy or "") == "extra_buffer_lazy"
+    return 3 + (1 if lazy or a.given.get("disable_overlap_schedule") else 2)
 
 
 def draft_kv_cell(cell, layers, model, a, algo, draft_config=None):
@@ -172,7 +190,7 @@ def mamba_pool(sizing, rest):
     more), and with speculative decoding the intermediate states of the running requests' draft tokens; what
     is left of ``rest`` for the KV pool."""
     a, per, spec = sizing.a, sizing.per_req, sizing.algo is not None
-    ratio = mamba_ratio(sizing.radix_off, sizing.extra_buffer)
+    ratio = mamba_ratio(sizing.a, sizing.radix_off, sizing.extra_buffer)
     running = max(1, int(sizing.max_running) // sizing.dp_div) if sizing.max_running is not None else None
     if a.max_mamba_cache_size is not None:
         sizing.slots = int(a.max_mamba_cache_size) // sizing.dp_div
@@ -212,7 +230,7 @@ def requests(sizing):
     else:
         reqs = min(estimated, tokens // 2)
     if model.hybrid_gdn:
-        ratio = mamba_ratio(sizing.radix_off, sizing.extra_buffer)
+        ratio = mamba_ratio(sizing.a, sizing.radix_off, sizing.extra_buffer)
         reqs = min(reqs, sizing.slots // ratio)
         if reqs <= 0 < sizing.slots:
             # resolve_max_num_reqs: "Hybrid (mamba/linear-attention) state cache is too small to serve any
