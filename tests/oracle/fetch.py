@@ -10,6 +10,7 @@ import glob
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -96,6 +97,7 @@ def deps(release):
                 _fetch(release, name, part)
             os.makedirs(dest, exist_ok=True)
             os.rename(os.path.join(part, name), os.path.join(dest, name))
+            shutil.rmtree(part)         # the wheel's metadata: only the package is imported
     return dest
 
 

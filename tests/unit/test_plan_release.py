@@ -56,6 +56,19 @@ def test_a_release_not_proved_is_refused_by_name(tmp_path):
     assert SM.resolve_release("0.5.23") == ("0.5.23", "asked for (release)")
 
 
+def test_plan_itself_refuses_a_release_it_has_no_rules_for():
+    """plan() called directly (not through resolve_release) with a release it has no rules for: refused by name,
+    never 0.5.9's arithmetic under another release's name; its rules are exactly the releases it knows."""
+    memory = load_module_util("plan.memory")
+    assert sorted(memory.RULES) == sorted(SM.KNOWN_RELEASES)
+    with open(os.path.join(FIXTURES, "model_configs", "llama-3.1-8b.json")) as fh:
+        config = json.load(fh)
+    assert SM.plan(config, [A6000], {"tp_size": 1}, release="0.5.23")["outcome"] == "fits"
+    with pytest.raises(SM.PlanError, match=r"^release=0\.5\.22: the planner knows SGLang 0\.5\.23, 0\.5\.9 only .*"
+                                           r"nothing was planned$"):
+        SM.plan(config, [A6000], {"tp_size": 1}, release="0.5.22")
+
+
 def test_a_release_asked_for_that_is_not_the_one_installed_is_refused(tmp_path):
     python, site = venv(tmp_path, "v", "0.5.9")
     with pytest.raises(SM.PlanError) as exc:

@@ -17,11 +17,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from .chart import explain
-from .model import (CUDA_CONTEXT_GIB, DRIVER_RESERVED_GIB, GIB, MAMBA_RADIX_ARCHS, MIB, Model, NCCL_GIB, PlanError,
-                    ServerArgs, WORKSPACE_GIB, _dtype_bytes, as_server_args, bucket_defaults)
-from .sizes import (_refusals, _validate, auto_mem_fraction_static, cell_size, kv_dtype_bytes, kv_layers,
-                    mamba_per_request, outside_static_gb, pp_layer_range, spec_params, static_rest_gb, vlm_adjusted)
-from . import v0523
+from .model import (CUDA_CONTEXT_GIB, DRIVER_RESERVED_GIB, GIB, MIB, Model, NCCL_GIB, PlanError, ServerArgs,
+                    WORKSPACE_GIB, _dtype_bytes, as_server_args)
+from .sizes import (_refusals, _validate, cell_size, kv_dtype_bytes, kv_layers, mamba_per_request, outside_static_gb,
+                    pp_layer_range, spec_params, static_rest_gb)
+from . import v059, v0523
+
+# each release's answers at the steps where the releases differ; _Sizing asks the launch's, chosen once
+RULES = dict((r.release, r) for r in (v059.Rules(), v0523.Rules()))
 
 
 def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True, release="0.5.9", draft_config=None):
@@ -48,12 +51,16 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True, rel
 
 
 class _Sizing(object):
-    """One launch sized the way SGLang 0.5.9 sizes it, step by step in its order: the resolved args and fraction,
-    the free memory before the weights (M0), the weights (W, M1), the pools, the request slots, the headroom."""
+    """One launch sized the way SGLang sizes it, step by step in its order: the resolved args and fraction, the free
+    memory before the weights (M0), the weights (W, M1), the pools, the request slots, the headroom. Where the
+    releases differ, the release's rules answer (RULES: v059.Rules, v0523.Rules)."""
 
     def __init__(self, model, gpus, args, measured, weights_bytes, release="0.5.9", draft_config=None):
         self.model, self.gpus, self.measured, self.draft_config = model, gpus, measured, draft_config
-        self.r523 = release == v0523.RELEASE
+        if release not in RULES:
+            raise PlanError("release=%s: the planner knows SGLang %s only (each proved against its own code); "
+                            "nothing was planned" % (release, ", ".join(sorted(RULES))))
+        self.rules = RULES[release]
         self.notes = []
         self.no_requests = False
         self.resolve(args)
@@ -64,44 +71,24 @@ class _Sizing(object):
         self.headroom()
 
     def resolve(self, args):
-        model = self.model
-        if self.r523:
-            args = v0523.internal_args(args)
-            if int(args.get("pp_size") or 1) > 1:
-                raise PlanError("args.pp_size=%s: pipeline stages on SGLang %s are not planned yet (the oracle does "
-                                "not run them for that release); nothing was planned" % (args.get("pp_size"),
-                                                                                         v0523.RELEASE))
-        a, tp, pp = _validate(model, self.gpus, args)
+        model, rules = self.model, self.rules
+        a, tp, pp = _validate(model, self.gpus, rules.args(args))
         self.a, self.tp, self.pp = a, tp, pp
         self.used = self.gpus[:tp * pp]
         gpu_mem = min(float(g["memory_total_mib"]) for g in self.gpus)
-        self.algo, self.steps, self.topk, self.draft_tokens = spec_params(model, a, self.r523)
-        chunk_d, bs_d = (v0523.bucket_defaults if self.r523 else bucket_defaults)(gpu_mem, tp)
+        self.algo, self.steps, self.topk, self.draft_tokens = spec_params(model, a, rules.newer)
+        chunk_d, bs_d = rules.buckets(gpu_mem, tp)
         chunked = chunk_d if a.chunked_prefill_size is None else a.chunked_prefill_size
-        graph_bs = bs_d if a.cuda_graph_max_bs is None else a.cuda_graph_max_bs
-        if self.r523 and a.cuda_graph_max_bs is None and a.is_set("max_running_requests"):
-            graph_bs = min(graph_bs, int(a.max_running_requests))   # a default above the running requests: cut
+        graph_bs = rules.decode_graph(bs_d if a.cuda_graph_max_bs is None else a.cuda_graph_max_bs, a)
         if a.cuda_graph_bs:
             graph_bs = max(int(b) for b in a.cuda_graph_bs)       # an explicit capture list sets the max
         self.dp_size = int(a.dp_size)
         self.dp_attention = bool(a.enable_dp_attention) and self.dp_size > 1    # dp_size 1 turns it off
         self.page = int(a.page_size)
-        _refusals(model, a, self.algo, self.topk, self.page, self.dp_attention, self.r523)
-        if self.r523:
-            v0523.mamba_refusals(model, a)
-        if a.mem_fraction_static is None and self.r523:
-            prefill_bs = min(8192, chunked) if model.mla else chunked
-            if a.max_total_tokens is not None:
-                prefill_bs = min(prefill_bs, int(a.max_total_tokens))
-            self.mfs, self.reserved = v0523.auto_mem_fraction_static(
-                gpu_mem, tp, pp, chunked, graph_bs, a.max_prefill_tokens, prefill_bs, model.mla,
-                self.dp_attention, self.dp_size, v0523.prefill_graph(model, pp, a.enable_multimodal))
-            self.mfs = vlm_adjusted(self.mfs, model, bool(a.language_only), a.enable_multimodal)
-            self.mfs_source = "auto"
-        elif a.mem_fraction_static is None:
-            self.mfs, self.reserved = auto_mem_fraction_static(
-                gpu_mem, tp, pp, chunked, graph_bs, self.algo, a.max_prefill_tokens, model, bool(a.language_only),
-                a.enable_multimodal, bool(a.enable_piecewise_cuda_graph), bool(a.enable_dp_attention), int(a.dp_size))
+        _refusals(model, a, self.algo, self.topk, self.page, self.dp_attention, rules.newer)
+        rules.refusals(model, a)
+        if a.mem_fraction_static is None:
+            self.mfs, self.reserved = rules.auto_fraction(self, gpu_mem, chunked, graph_bs)
             self.mfs_source = "auto"
         else:
             self.mfs, self.reserved = float(a.mem_fraction_static), None
@@ -157,11 +144,11 @@ class _Sizing(object):
         self.m1 = float(m1) if m1 is not None else self.m0 - w
 
     def pools(self):
-        """ModelRunnerKVCacheMixin.profile_max_num_token / handle_max_mamba_cache / init_memory_pool of 0.5.9."""
-        model, a, tp, pp = self.model, self.a, self.tp, self.pp
-        rest = self.static = static_rest_gb(self.m0, self.m1, self.mfs)
-        if self.r523 and model.is_multimodal(a.enable_multimodal):
-            rest -= v0523.MM_RESERVE_MIB / 1024.0      # the embedding cache, taken out of the KV budget first
+        """ModelRunnerKVCacheMixin.profile_max_num_token / handle_max_mamba_cache / init_memory_pool of 0.5.9 (the
+        KV cache configurators of 0.5.23)."""
+        model, a, tp, pp, rules = self.model, self.a, self.tp, self.pp, self.rules
+        self.static = static_rest_gb(self.m0, self.m1, self.mfs)
+        rest = rules.kv_budget(self, self.static)
         attn_tp = self.attn_tp = tp // self.dp_size if self.dp_attention else tp   # KV heads and states per rank
         # pipeline stages: each profiles with its own KV layers; the pool is the smallest stage's (all_reduce MIN),
         # the request pool is sized from stage 0's own count (what rank 0 logs)
@@ -172,71 +159,29 @@ class _Sizing(object):
                             % (pp, self.stage_layers.index(0)))
         stage_cells = [cell_size(model, a, attn_tp, layers=n) for n in self.stage_layers] if pp > 1 \
             else [cell_size(model, a, attn_tp)]
-        if self.r523:
-            stage_cells = [c + v0523.draft_kv_cell(c, n, model, a, self.algo, self.draft_config)
-                           for c, n in zip(stage_cells, self.stage_layers if pp > 1 else [kv_layers(model)])]
+        stage_cells = rules.cells(self, stage_cells)
         self.cell = stage_cells[0]
-        per_req = self.per_req = mamba_per_request(model, a, attn_tp)
+        self.per_req = mamba_per_request(model, a, attn_tp)
         self.context_len = int(model.context_len if a.context_length is None else a.context_length)
         self.radix_off = bool(a.disable_radix_cache)
-        self.extra_buffer = str(a.mamba_scheduler_strategy or "") == "extra_buffer"
-        if self.r523:
-            self.extra_buffer = v0523.mamba_extra_buffer(model, a)
+        self.extra_buffer = rules.extra_buffer(model, a)
         self.max_running = a.max_running_requests
         if self.algo is not None:
             if self.max_running is None:
                 self.max_running = 48                    # _handle_speculative_decoding, every algorithm
-            if model.arch in MAMBA_RADIX_ARCHS and not self.extra_buffer and not self.r523:
-                self.radix_off = True     # _handle_mamba_radix_cache: no radix cache with speculative decoding
+            self.radix_off = self.radix_off or rules.radix_off_with_spec(model, self.extra_buffer)
         self.dp_div = self.dp_size if self.dp_attention else 1
         self.spec_reserve = self.mamba_gb = 0.0
         self.slots = None
-        if model.hybrid_gdn and self.r523:
-            rest = v0523.mamba_pool(self, rest)
-        elif model.hybrid_gdn:
-            if self.algo is not None:
-                self.spec_reserve = per_req * (int(self.max_running) // self.dp_div) * self.draft_tokens / GIB
-                rest -= self.spec_reserve
-            self.slots = self.mamba_slots(rest)
-            self.mamba_gb = self.slots * per_req / GIB
-            rest -= self.mamba_gb
+        if model.hybrid_gdn:
+            rest = rules.mamba(self, rest)
         self.kv_gb = rest
         self.stage_tokens = [int(rest * GIB) // int(c) for c in stage_cells]
         self.tokens = self.stage_tokens[0]
 
-    def mamba_slots(self, rest):
-        a = self.a
-        if a.max_mamba_cache_size is not None:
-            return int(a.max_mamba_cache_size) // self.dp_div
-        if self.radix_off and self.max_running is not None:
-            return int(self.max_running) // self.dp_div
-        r = float(a.mamba_full_memory_ratio)
-        return int((rest * r / (1 + r) * GIB) // self.per_req)
-
     def requests(self):
-        """The request slots (the req_to_token pool, from the profiled count before any cap), the caps and pages,
-        the hybrid SWA split, and the running requests."""
-        model, a, algo = self.model, self.a, self.algo
-        if self.r523:
-            return v0523.requests(self)
-        if a.is_set("max_running_requests") or algo is not None:
-            pool_reqs = int(self.max_running)
-        else:
-            pool_reqs = min(max(int(self.tokens / float(self.context_len) * 512), 2048), 4096)
-        if model.hybrid_gdn:
-            ratio = 1 if self.radix_off else 3 + ((1 if algo is not None else 2) if self.extra_buffer else 0)
-            pool_reqs = min(pool_reqs, self.slots // ratio)
-            if algo is not None and self.dp_attention:
-                pool_reqs = min(pool_reqs, int(self.max_running) // self.dp_size)
-        tokens = self.capped_tokens()
-        if model.swa_layers:
-            tokens = self.swa_split(tokens)
-        if tokens > 0:
-            self.max_reqs = min(tokens // 2 if not a.is_set("max_running_requests") and algo is None
-                                else int(self.max_running) // self.dp_div, pool_reqs)
-        else:
-            self.max_reqs = pool_reqs
-        self.tokens, self.pool_reqs = tokens, pool_reqs
+        """The request slots, the caps and pages, the hybrid SWA split, and the running requests (the release's)."""
+        self.rules.requests(self)
 
     def capped_tokens(self):
         """Each stage's tokens under max_total_tokens and whole pages; the smallest stage's (no SWA split yet)."""
@@ -246,22 +191,6 @@ class _Sizing(object):
         self.stage_tokens = [t // self.page * self.page for t in self.stage_tokens]
         self.swa_tokens = None
         return min(self.stage_tokens)
-
-    def swa_split(self, tokens):
-        """set_num_tokens_hybrid_swa: the pool is split so that SWA layers hold swa_full_tokens_ratio x the full
-        ones; the full layers' tokens (and self.swa_tokens)."""
-        model, page = self.model, self.page
-        kvh = max(1, model.kv_heads // self.attn_tp)
-        per_token = kvh * (model.head_dim + model.v_head_dim) * kv_dtype_bytes(model, self.a)
-        fl, sl = model.full_layers, model.swa_layers
-        if fl == 0:
-            self.swa_tokens = tokens
-            return tokens
-        ratio_swa = float(self.a.swa_full_tokens_ratio)
-        total = tokens * (per_token * fl + per_token * sl)
-        full = int(total / (per_token * fl + ratio_swa * per_token * sl))
-        self.swa_tokens = int(full * ratio_swa) // page * page
-        return full // page * page
 
     def headroom(self):
         """(1 - mfs) M0 must hold req_to_token, graphs, activations, workspaces and the draft; the outcome."""
@@ -302,10 +231,10 @@ class _Sizing(object):
         else:
             dw = 0.0
         # 0.5.23 keeps the draft's KV in the target's pool (counted in the cell), 0.5.9 in a pool of its own
-        dkv = 0 if self.r523 else max(self.tokens, 0) * cell_size(model, a, tp, draft=True)
+        dkv = self.rules.draft_kv_gb(self)
         dgraph = 0.0 if a.disable_cuda_graph else 2 * self.graphs
-        detail = {"weights_gb": round(dw / GIB, 3), "kv_gb": round(dkv / GIB, 3), "graphs_gb": round(dgraph, 3)}
-        return dw / GIB + dkv / GIB + dgraph, detail
+        detail = {"weights_gb": round(dw / GIB, 3), "kv_gb": round(dkv, 3), "graphs_gb": round(dgraph, 3)}
+        return dw / GIB + dkv + dgraph, detail
 
     def per_gpu(self):
         budget = {

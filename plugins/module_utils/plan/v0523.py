@@ -3,14 +3,15 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """SGLang 0.5.23's rules where they differ from 0.5.9's, one function each (read from the sglang==0.5.23 wheel:
-srt/arg_groups/memory_hook.py, cuda_graph_hook.py; proved against that code by tests/oracle, release 0.5.23)."""
+srt/arg_groups/memory_hook.py, cuda_graph_hook.py; proved against that code by tests/oracle, release 0.5.23).
+``Rules`` answers each step for memory._Sizing, as v059.Rules does for 0.5.9."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 from .model import GIB, PlanError
-from .sizes import kv_dtype_bytes
+from .sizes import kv_dtype_bytes, kv_layers, vlm_adjusted
 
 RELEASE = "0.5.23"
 
@@ -264,3 +265,64 @@ def swa_pools(sizing):
                             "or the KV budget" % (sizing.swa_tokens, RELEASE, window, page))
         return 0
     return tokens
+
+
+class Rules(object):
+    """0.5.23's answer at each step where it differs from 0.5.9 (v059.Rules: the same methods)."""
+
+    release = RELEASE
+    newer = True             # sizes.spec_params and sizes._refusals: 0.5.23's words
+
+    def args(self, args):
+        """The launch's args in the planner's names (0.5.9's renamed ones refused); pipeline stages refused."""
+        args = internal_args(args)
+        if int(args.get("pp_size") or 1) > 1:
+            raise PlanError("args.pp_size=%s: pipeline stages on SGLang %s are not planned yet (the oracle does not "
+                            "run them for that release); nothing was planned" % (args.get("pp_size"), RELEASE))
+        return args
+
+    def buckets(self, gpu_mem, tp):
+        return bucket_defaults(gpu_mem, tp)
+
+    def decode_graph(self, graph_bs, a):
+        """A default decode graph larger than max_running_requests is cut down to it."""
+        if a.cuda_graph_max_bs is None and a.is_set("max_running_requests"):
+            return min(graph_bs, int(a.max_running_requests))
+        return graph_bs
+
+    def refusals(self, model, a):
+        mamba_refusals(model, a)
+
+    def auto_fraction(self, s, gpu_mem, chunked, graph_bs):
+        a, model = s.a, s.model
+        prefill_bs = min(8192, chunked) if model.mla else chunked
+        if a.max_total_tokens is not None:
+            prefill_bs = min(prefill_bs, int(a.max_total_tokens))
+        mfs, reserved = auto_mem_fraction_static(
+            gpu_mem, s.tp, s.pp, chunked, graph_bs, a.max_prefill_tokens, prefill_bs, model.mla, s.dp_attention,
+            s.dp_size, prefill_graph(model, s.pp, a.enable_multimodal))
+        return vlm_adjusted(mfs, model, bool(a.language_only), a.enable_multimodal), reserved
+
+    def kv_budget(self, s, rest):
+        """A multimodal model's embedding cache comes out of the KV budget first."""
+        return rest - MM_RESERVE_MIB / 1024.0 if s.model.is_multimodal(s.a.enable_multimodal) else rest
+
+    def cells(self, s, stage_cells):
+        """The draft's KV rides in the target's pool: its share added to the cell (one stage: pp > 1 is refused)."""
+        (cell,) = stage_cells
+        return [cell + draft_kv_cell(cell, kv_layers(s.model), s.model, s.a, s.algo, s.draft_config)]
+
+    def extra_buffer(self, model, a):
+        return mamba_extra_buffer(model, a)
+
+    def radix_off_with_spec(self, model, extra_buffer):
+        return False
+
+    def mamba(self, s, rest):
+        return mamba_pool(s, rest)
+
+    def requests(self, s):
+        requests(s)
+
+    def draft_kv_gb(self, s):
+        return 0.0
