@@ -224,9 +224,27 @@ def clean(every_slot=True):
                  capture_output=True, text=True).stdout.split()
     if ids:
         log("removing %d labelled lab container(s)" % len(ids))
-        podman("rm", "-f", "-t", "2", *ids, stdout=subprocess.DEVNULL)
+        remove_containers(ids, stop_timeout=2)
     if not every_slot:       # this slot's name, also on a host started before hosts carried their slot's label
-        podman("rm", "-f", "-t", "2", "--ignore", HOST_NAME, stdout=subprocess.DEVNULL)
+        remove_containers([HOST_NAME], stop_timeout=2)
+
+
+def remove_containers(names, stop_timeout, attempts=4):
+    """podman rm -f, again while it fails: a lab host whose nested containers are still being torn down can fail it
+    once (a CI run's destroy of the real scenario, after five real SGLang start-ups, ended with podman's exit 2 and
+    nothing else). Each failure is logged with podman's own words; the last one ends the lab command with them."""
+    for attempt in range(1, attempts + 1):
+        p = podman("rm", "-f", "-t", str(stop_timeout), "--ignore", *names, check=False, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.PIPE, text=True)
+        left = [n for n in names if podman("container", "exists", n, check=False).returncode == 0]
+        if p.returncode == 0 and not left:
+            return
+        log("podman rm -f %s (try %d of %d): exit %d, %s still there: %s" % (
+            " ".join(names), attempt, attempts, p.returncode, " ".join(left) or "none", p.stderr.strip()))
+        if not left:
+            return
+        time.sleep(3 * attempt)
+    sys.exit("lab: could not remove %s: %s" % (" ".join(left), p.stderr.strip()))
 
 
 def ssh_key():
@@ -386,7 +404,7 @@ def hub_start():
 
 def down():
     hub_stop()
-    podman("rm", "-f", "-t", "5", "--ignore", HOST_NAME, stdout=subprocess.DEVNULL)
+    remove_containers([HOST_NAME], stop_timeout=5)
 
 
 def main(argv):

@@ -25,6 +25,21 @@ def ct(host, *argv, vmid=100):
     return host.check_output("pct exec %d --" % vmid + " %s" * len(argv), *argv)
 
 
+BOTH_HEALTHY = [("http://10.0.3.101:30002", True), ("http://127.0.0.1:30001", True)]
+
+
+def router_workers(host):
+    """The router's view: [(worker url, healthy)], sorted."""
+    workers = json.loads(ct(host, "python3", "-c", (
+        "import urllib.request,sys; r=urllib.request.Request('http://127.0.0.1:30080/workers', headers={'Authorization':"
+        " 'Bearer ' + sys.argv[1]}); print(urllib.request.urlopen(r).read().decode())"), KEY))["workers"]
+    return sorted((w["url"], w["is_healthy"]) for w in workers)
+
+
+def router_journal(host, lines=40):
+    return host.run("pct exec 100 -- journalctl -u sglang-router-router.service -n %d --no-pager", lines).stdout
+
+
 def test_no_request_failed_and_the_figures_are_printed(host):
     report = json.loads(ct(host, "cat", "/var/lib/gpuserve-sglang/rollout-report.json"))
     print("rollout under load: %(ok)d/%(requests)d ok, %(failed)d failed, p50 %(p50_ms)s ms, p99 %(p99_ms)s ms" % report,
@@ -38,11 +53,7 @@ def test_each_replica_was_relaunched_and_is_back_in_the_router(host):
     for vmid, name in ((100, "replica-a"), (101, "replica-b")):
         log = ct(host, "cat", "/var/log/sglang/%s.log" % name, vmid=vmid)
         assert log.count("# gpuserve launch ") >= 2, name          # the deploy's launch and the rollout's
-    workers = json.loads(ct(host, "python3", "-c", (
-        "import urllib.request,sys; r=urllib.request.Request('http://127.0.0.1:30080/workers', headers={'Authorization':"
-        " 'Bearer ' + sys.argv[1]}); print(urllib.request.urlopen(r).read().decode())"), KEY))["workers"]
-    want = [("http://10.0.3.101:30002", True), ("http://127.0.0.1:30001", True)]
-    assert sorted((w["url"], w["is_healthy"]) for w in workers) == want
+    assert router_workers(host) == BOTH_HEALTHY
 
 
 def test_a_killed_replica_costs_at_most_its_in_flight_requests(host):
@@ -118,6 +129,29 @@ def test_a_failed_launch_stops_the_roll_with_its_facts_and_the_next_container_is
     assert (main_pid(host, 101, "replica-b"), len(launches(host, 101, "replica-b"))) == (pid_b, launches_b)
 
 
+def test_a_rollout_that_would_leave_no_replica_serving_stops_before_anything_moves(host):
+    """replica-b is down (its unit stopped) and the router lists it unhealthy: rollout.yml --limit ct100 would take
+    the only healthy replica out. It waits (-e rollout_healthy_timeout=4), then stops naming the router's view;
+    replica-a is untouched and still in the router. replica-b is started again after."""
+    pid_a, launches_a = main_pid(host, 100, "replica-a"), len(launches(host, 100, "replica-a"))
+    ct(host, "systemctl", "stop", "sglang-replica-b.service", vmid=101)
+    try:
+        deadline = time.time() + 60
+        while ("http://10.0.3.101:30002", False) not in router_workers(host) and time.time() < deadline:
+            time.sleep(1)
+        assert ("http://10.0.3.101:30002", False) in router_workers(host), router_journal(host)
+        p = runbook("rollout.yml", "--limit", "ct100", "-e", "rollout_healthy_timeout=4")
+    finally:
+        ct(host, "systemctl", "start", "sglang-replica-b.service", vmid=101)
+    text = " ".join(p.stdout.split())
+    assert p.returncode != 0
+    assert re.search(r"rollout stopped before ct100 \(http://127\.0\.0\.1:30001\) left a router: ct100 lists no other "
+                     r"replica healthy after 4 s \(.*http://10\.0\.3\.101:30002 healthy: False.*\); taking it out would "
+                     r"leave none serving\. Nothing was taken out, built or restarted", text), text[-3000:]
+    assert (main_pid(host, 100, "replica-a"), len(launches(host, 100, "replica-a"))) == (pid_a, launches_a)
+    assert ("http://127.0.0.1:30001", True) in router_workers(host)
+
+
 # -- #47 item 3: an upgrade under load, and one that does not start, rolled back by itself ------------------------------
 LIGHT = ["numpy", "tqdm", "pybase64", "requests", "ipython", "pydantic", "aiohttp", "huggingface-hub", "pyyaml"]
 
@@ -125,6 +159,31 @@ LIGHT = ["numpy", "tqdm", "pybase64", "requests", "ipython", "pydantic", "aiohtt
 def venv_build(host, vmid):
     """The build id /opt/sglang/venv points at in that CT."""
     return ct(host, "readlink", "/opt/sglang/venv", vmid=vmid).strip().rsplit("/", 1)[1]
+
+
+def router_steady(host, timeout=120):
+    """The state an upgrade starts from: the router lists both replicas healthy and a round of requests through it is
+    all answered. The test before restarts replica-a behind the router's back (restart.yml does not drain), and in
+    one CI run the upgrade's load, started right after it, got 503 for its first two requests (0.0 and 0.15 s). The
+    wait is bounded and printed; what the router did meanwhile is in the failure."""
+    t0, seen = time.time(), []
+    while time.time() - t0 < timeout:
+        view = router_workers(host)
+        if view == BOTH_HEALTHY:
+            ct(host, "python3", "/opt/gpuserve-standin/loadgen.py", "--url", "http://127.0.0.1:30080", "--key-file",
+               "/etc/sglang-router/router.key", "--requests", "8", "--seconds", "1", "--threads", "2", "--out",
+               "/tmp/loadgen-steady.json")
+            probe = json.loads(ct(host, "cat", "/tmp/loadgen-steady.json"))
+            if probe["failed"] == 0:
+                print("the router served both replicas %.1f s after the test before (%s)" % (
+                    time.time() - t0, "; ".join(seen[-3:]) or "at once"))
+                return
+            seen.append("%d of 8 probe requests failed: %s" % (probe["failed"], probe["errors"][:2]))
+        else:
+            seen.append("router view %s" % view)
+        time.sleep(2)
+    raise AssertionError("the router did not serve both replicas within %d s: %s\n%s"
+                         % (timeout, seen[-5:], router_journal(host)))
 
 
 def start_load(host, name, requests, seconds):
@@ -164,6 +223,7 @@ def test_an_upgrade_under_load_moves_each_replica_to_the_next_venv_with_no_faile
     lock): each replica's next venv is built beside the live one and planned before it leaves the router, then
     switched in and restarted, one at a time, while 600 requests go through the router."""
     before = {vmid: (venv_build(host, vmid), len(launches(host, vmid, name))) for vmid, name in REPLICAS}
+    router_steady(host)
     out = start_load(host, "upgrade", 600, 90)
     t0 = time.time()
     p = runbook("rollout.yml", "-e", json.dumps({"rollout_venv": True, "sglang_venv_light_packages": LIGHT + ["orjson", "uvloop"]}))
@@ -173,7 +233,7 @@ def test_an_upgrade_under_load_moves_each_replica_to_the_next_venv_with_no_faile
     print("upgrade under load: %(ok)d/%(requests)d ok, %(failed)d failed, p50 %(p50_ms)s ms, p99 %(p99_ms)s ms, max "
           "%(max_ms)s ms" % report, "- the rollout of 2 replicas took %.0f s (%.0f s per replica)" % (took, took / 2))
     keep_figure("upgrade", report, took)
-    assert report["failed"] == 0 and report["ok"] == 600, report["errors"]
+    assert report["failed"] == 0 and report["ok"] == 600, (report["errors"], router_journal(host))
     for vmid, name in REPLICAS:
         build = venv_build(host, vmid)
         assert build != before[vmid][0], name                                    # the next venv serves
@@ -191,6 +251,7 @@ def test_an_upgrade_that_does_not_start_is_rolled_back_by_itself_and_stops_the_r
     naming the failure, replica-b untouched; no request through the router failed."""
     live = {vmid: venv_build(host, vmid) for vmid, _name in REPLICAS}
     untouched = (main_pid(host, 101, "replica-b"), len(launches(host, 101, "replica-b")))
+    router_steady(host)
     out = start_load(host, "rollback", 400, 60)
     t0 = time.time()
     p = runbook("rollout.yml", "-e", json.dumps({"rollout_venv": True, "sglang_venv_light_packages": LIGHT}))
@@ -210,9 +271,5 @@ def test_an_upgrade_that_does_not_start_is_rolled_back_by_itself_and_stops_the_r
     assert progress(host, 100, "replica-a")["state"] == "ready"
     assert (main_pid(host, 101, "replica-b"), len(launches(host, 101, "replica-b"))) == untouched
     assert venv_build(host, 101) == live[101]
-    workers = json.loads(ct(host, "python3", "-c", (
-        "import urllib.request,sys; r=urllib.request.Request('http://127.0.0.1:30080/workers', headers={'Authorization':"
-        " 'Bearer ' + sys.argv[1]}); print(urllib.request.urlopen(r).read().decode())"), KEY))["workers"]
-    assert sorted((w["url"], w["is_healthy"]) for w in workers) == [("http://10.0.3.101:30002", True),
-                                                                    ("http://127.0.0.1:30001", True)]
-    assert report["failed"] == 0 and report["ok"] == 400, report["errors"]
+    assert router_workers(host) == BOTH_HEALTHY
+    assert report["failed"] == 0 and report["ok"] == 400, (report["errors"], router_journal(host))
