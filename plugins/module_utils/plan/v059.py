@@ -118,4 +118,3 @@ class Rules(object):
     def draft_kv_gb(self, s):
         """The draft's own KV pool (as many tokens as the target's), outside the static pools."""
         return max(s.tokens, 0) * cell_size(s.model, s.a, s.tp, draft=True) / GIB
-
