@@ -53,9 +53,9 @@ def relaunch(args, *extra):
                              "-e", json.dumps({"sglang_server_args": args})] + list(extra), ANSIBLE_FORCE_COLOR="0")
 
 
-def runbook(name):
+def runbook(name, *extra):
     return ansible_playbook(["-i", os.path.join(ROOT, "inventory", "lab"), "-i", molecule_inventory(),
-                             os.path.join(ROOT, "playbooks", name)], ANSIBLE_FORCE_COLOR="0")
+                             os.path.join(ROOT, "playbooks", name)] + list(extra), ANSIBLE_FORCE_COLOR="0")
 
 
 def said(p):
