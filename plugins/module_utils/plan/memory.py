@@ -76,7 +76,7 @@ class _Sizing(object):
         self.a, self.tp, self.pp = a, tp, pp
         self.used = self.gpus[:tp * pp]
         gpu_mem = min(float(g["memory_total_mib"]) for g in self.gpus)
-        self.algo, self.steps, self.topk, self.draft_tokens = spec_params(model, a, rules.newer)
+        self.algo, self.steps, self.topk, self.draft_tokens = spec_params(model, a, rules)
         chunk_d, bs_d = rules.buckets(gpu_mem, tp)
         chunked = chunk_d if a.chunked_prefill_size is None else a.chunked_prefill_size
         graph_bs = rules.decode_graph(bs_d if a.cuda_graph_max_bs is None else a.cuda_graph_max_bs, a)
@@ -85,7 +85,7 @@ class _Sizing(object):
         self.dp_size = int(a.dp_size)
         self.dp_attention = bool(a.enable_dp_attention) and self.dp_size > 1    # dp_size 1 turns it off
         self.page = int(a.page_size)
-        _refusals(model, a, self.algo, self.topk, self.page, self.dp_attention, rules.newer)
+        _refusals(model, a, self.algo, self.topk, self.page, self.dp_attention, rules)
         rules.refusals(model, a)
         if a.mem_fraction_static is None:
             self.mfs, self.reserved = rules.auto_fraction(self, gpu_mem, chunked, graph_bs)

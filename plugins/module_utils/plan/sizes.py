@@ -69,12 +69,12 @@ def vlm_adjusted(mfs, model, language_only=False, enable_multimodal=None):
     return mfs
 
 
-def spec_params(model, args, r0523=False):
+def spec_params(model, args, rules):
     """(algorithm or None, steps, topk, draft_tokens) as ServerArgs._handle_speculative_decoding of 0.5.9 leaves them:
     NEXTN is EAGLE; EAGLE, EAGLE3 and STANDALONE without speculative_num_steps take auto_choose_speculative_params
     (STANDALONE 3/1/4, LlamaForCausalLM and Grok 5/4/8, every other model 3/1/4) and topk 1 forces steps + 1 draft
     tokens; NGRAM's topk is speculative_ngram_max_bfs_breadth (10) and its draft tokens default to
-    speculative_ngram_max_match_window_size (12), its steps stay as given."""
+    speculative_ngram_max_match_window_size (12), its steps are what the release's rules.ngram_steps makes of them."""
     a = as_server_args(args)
     algo = a.speculative_algorithm
     if algo is None:
@@ -91,8 +91,7 @@ def spec_params(model, args, r0523=False):
     if algo == "NGRAM":
         topk = int(a.speculative_ngram_max_bfs_breadth)
         draft = int(draft if draft is not None else a.speculative_ngram_max_match_window_size)
-        if steps is None and r0523:
-            steps = draft // topk                       # 0.5.23's _handle_ngram sets it; 0.5.9 leaves it unset
+        steps = rules.ngram_steps(steps, draft, topk)
         return algo, (int(steps) if steps is not None else None), topk, draft
     if steps is None:
         if topk is not None or draft is not None:
@@ -131,19 +130,18 @@ _BACKENDS_ALLOWED = {"GptOssForCausalLM": ("triton", "trtllm_mha", "fa3", "fa4",
                      "Llama4ForConditionalGeneration": ("fa3", "aiter", "triton", "trtllm_mha", "intel_xpu")}
 
 
-def _refusals(model, args, algo, topk, page, dp_attention, r0523=False):
-    """The argument combinations ServerArgs of 0.5.9 (or 0.5.23) refuses with a ValueError, named with the fix."""
+def _refusals(model, args, algo, topk, page, dp_attention, rules):
+    """The argument combinations ServerArgs of 0.5.9 (or 0.5.23: rules) refuses with a ValueError, named with the fix."""
     allowed = _BACKENDS_ALLOWED.get(model.arch)
     if allowed and attention_backend(model, args) not in allowed:
         raise PlanError("args.attention_backend=%s: SGLang 0.5.9 requires one of %s for %s; pick one of those"
                         % (attention_backend(model, args), ", ".join(allowed), model.arch))
-    # 0.5.23's _handle_eagle_family: the two-pass cascade draft-decode of flashinfer, fa3 and triton
-    tree = ("flashinfer", "fa3", "triton") if r0523 else ("flashinfer", "fa3")
+    tree = rules.eagle_tree_backends
     if algo in ("EAGLE", "EAGLE3", "STANDALONE") and topk > 1 and page > 1 and \
             attention_backend(model, args) not in tree:
         raise PlanError("args.speculative_eagle_topk=%d > 1 with page_size=%d: SGLang %s refuses it with the %s "
                         "attention backend (only %s); use page_size 1 or speculative_eagle_topk 1"
-                        % (topk, page, "0.5.23" if r0523 else "0.5.9", attention_backend(model, args), "/".join(tree)))
+                        % (topk, page, rules.release, attention_backend(model, args), "/".join(tree)))
     if algo == "NGRAM":
         if topk > 1 and page > 1 and attention_backend(model, args) != "flashinfer":
             raise PlanError("args.speculative_algorithm=NGRAM (eagle_topk %d) with page_size=%d: SGLang 0.5.9 refuses "

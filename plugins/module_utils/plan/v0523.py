@@ -271,7 +271,12 @@ class Rules(object):
     """0.5.23's answer at each step where it differs from 0.5.9 (v059.Rules: the same methods)."""
 
     release = RELEASE
-    newer = True             # sizes.spec_params and sizes._refusals: 0.5.23's words
+    # _handle_eagle_family: the two-pass cascade draft-decode of flashinfer, fa3 and triton
+    eagle_tree_backends = ("flashinfer", "fa3", "triton")
+
+    def ngram_steps(self, steps, draft, topk):
+        """_handle_ngram sets speculative_num_steps to draft // topk when unset (0.5.9 leaves it unset)."""
+        return draft // topk if steps is None else steps
 
     def args(self, args):
         """The launch's args in the planner's names (0.5.9's renamed ones refused); pipeline stages refused."""

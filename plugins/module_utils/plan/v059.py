@@ -21,7 +21,11 @@ class Rules(object):
     """0.5.9's answer at each step where 0.5.23 answers otherwise (v0523.Rules: the same methods)."""
 
     release = RELEASE
-    newer = False            # sizes.spec_params and sizes._refusals: 0.5.9's words
+    eagle_tree_backends = ("flashinfer", "fa3")     # topk > 1 with page_size > 1: the backends that draft a tree
+
+    def ngram_steps(self, steps, draft, topk):
+        """NGRAM's speculative_num_steps: left as given (None when unset)."""
+        return steps
 
     def args(self, args):
         """The launch's args in the planner's (0.5.9's) names: as given."""
