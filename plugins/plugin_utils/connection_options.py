@@ -21,7 +21,7 @@ __metaclass__ = type
 
 import copy
 
-# The ansible-core minor releases whose config manager this hook was tested on (CI installs requirements-dev.txt's).
+# The ansible-core minor releases whose config manager this hook was tested on (CI installs tests/ci/locks/dev.lock's).
 TESTED_CORE = ((2, 19),)
 _CONFIG_METHODS = ("has_configuration_definition", "get_configuration_definitions",
                    "initialize_plugin_configuration_definitions")

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install everything `make test` needs on a fresh Debian 12 machine (root): system packages, the
-# pinned Python toolchain in .venv, the collections we depend on (from the pinned `ansible` wheel on
+# locked Python toolchain in .venv, the collections we depend on (from the pinned `ansible` wheel on
 # PyPI, Galaxy being unreachable), and ansible-test's pip bootstrap substitute. Idempotent.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
-ANSIBLE_BUNDLE_VERSION=12.3.0   # bundles community.proxmox 1.4.0, ansible.posix 2.1.0
+# bundles community.proxmox 1.4.0, ansible.posix 2.1.0: the version tests/ci/locks/ansible-bundle.lock pins by hash
+ANSIBLE_BUNDLE_VERSION="$(sed -n 's/^ansible==\([^ ]*\).*/\1/p' tests/ci/locks/ansible-bundle.lock)"
 
 need_apt=()
 command -v git >/dev/null || need_apt+=(git)
@@ -43,47 +44,42 @@ if ! command -v promtool >/dev/null; then
   fi
 fi
 
-stamp=".venv/.requirements.sha256"
-want="$(sha256sum requirements-dev.txt | cut -d' ' -f1)"
-if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
-  echo "$want" > "$stamp"
-fi
-
+# Every venv below is installed from a lock of tests/ci/locks (or the router role's own lock): every package pinned
+# with its hash, nothing resolved at install time (tests/ci/lock.sh writes and checks them). After each install,
+# tests/ci/locked.py checks the venv holds nothing but its lock's pins (and the interpreter's own pip/setuptools).
+locks=tests/ci/locks
+install_locked() {   # install_locked VENV BASE_PYTHON LOCK: (re)make VENV from LOCK when the lock or the Python changed
+  local venv="$1" base="$2" lock="$3"
+  local want
+  want="$(sha256sum "$lock" | cut -d' ' -f1) $(readlink -f "$base")"
+  if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.installed" 2>/dev/null)" != "$want" ]; then
+    rm -rf "$venv"
+    "$base" -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check --require-hashes --only-binary :all: -r "$lock"
+    echo "$want" > "$venv/.installed"
+  fi
+  python3 tests/ci/locked.py venv "$venv" "$lock"
+}
+# the toolchain: ansible-core, ansible-lint, molecule, pytest, uv, ...
+install_locked .venv "$(command -v python3)" "$locks/dev.lock"
 # The local Hugging Face Hub of the hf_snapshot tests (olah), in a venv of its own: its web stack must not
 # move the pins of the toolchain above.
-if [ ! -x .venv-hub/bin/olah-cli ] || ! cmp -s tests/lab/requirements-hub.txt .venv-hub/.installed; then
-  python3 -m venv .venv-hub
-  .venv-hub/bin/pip install -q --disable-pip-version-check -r tests/lab/requirements-hub.txt
-  cp tests/lab/requirements-hub.txt .venv-hub/.installed
-fi
+install_locked .venv-hub "$(command -v python3)" "$locks/hub.lock"
 # huggingface_hub at the SGLang lock's versions, for hf_snapshot's downloader=huggingface_hub tests (the venv's
 # interpreter stands for the SGLang venv's). Made from the system's Python (/usr/bin/python3, as a deployment's venv
 # is): the library runs as the model's owner account, never as root, and root's own Python under ~root is not
 # reachable by another account.
-hflib_base="$(command -v /usr/bin/python3 || command -v python3)"
-if [ ! -x .venv-hflib/bin/python ] || ! cmp -s tests/lab/requirements-hflib.txt .venv-hflib/.installed \
-   || [ "$(readlink -f .venv-hflib/bin/python3)" != "$(readlink -f "$hflib_base")" ]; then
-  rm -rf .venv-hflib
-  "$hflib_base" -m venv .venv-hflib
-  .venv-hflib/bin/pip install -q --disable-pip-version-check -r tests/lab/requirements-hflib.txt
-  cp tests/lab/requirements-hflib.txt .venv-hflib/.installed
-fi
+install_locked .venv-hflib "$(command -v /usr/bin/python3 || command -v python3)" "$locks/hflib.lock"
 
 # The SGLang router at the role's pinned, hash-checked lock (roles/sglang_router/files/locks), for the router tests
 # (the real router: a Rust binary in a wheel, CPU only).
-router_lock=roles/sglang_router/files/locks/sglang-router-0.3.2.lock
-if [ ! -x .venv-router/bin/python ] || ! cmp -s "$router_lock" .venv-router/.installed; then
-  python3 -m venv .venv-router
-  .venv-router/bin/pip install -q --disable-pip-version-check --require-hashes -r "$router_lock"
-  cp "$router_lock" .venv-router/.installed
-fi
+install_locked .venv-router "$(command -v python3)" roles/sglang_router/files/locks/sglang-router-0.3.2.lock
 
 coll="build/collections/ansible_collections"
 if [ ! -d "$coll/community/proxmox" ] || [ ! -f "build/.bundle-$ANSIBLE_BUNDLE_VERSION" ]; then
   mkdir -p build/wheels
-  .venv/bin/pip download -q --disable-pip-version-check --no-deps -d build/wheels "ansible==$ANSIBLE_BUNDLE_VERSION"
+  .venv/bin/pip download -q --disable-pip-version-check --no-deps --require-hashes -d build/wheels \
+    -r "$locks/ansible-bundle.lock"
   .venv/bin/python - "$ANSIBLE_BUNDLE_VERSION" <<'PY'
 import sys, zipfile, glob, os
 whl = glob.glob("build/wheels/ansible-%s-*.whl" % sys.argv[1])[0]

@@ -3,9 +3,12 @@
 # real package index.
 #   tests/ci/lock.sh write 0.5.9                 regenerate roles/sglang_venv/files/locks/sglang-0.5.9.lock
 #   tests/ci/lock.sh write sglang-router-0.3.2   regenerate roles/sglang_router/files/locks/sglang-router-0.3.2.lock
+#   tests/ci/lock.sh write dev                   regenerate tests/ci/locks/dev.lock (the test toolchain: .venv; also
+#                                                hub, hflib, targets: the other venvs `make test` makes)
 #   tests/ci/lock.sh check                       resolve every lock again and fail when one differs (stale or unresolvable)
-# Beside each lock, NAME.tags: the tags of every file it pins (tests/ci/lock_tags.py, from the index's file names of
-# the lock's sha256s), which the sglang_venv preflight checks the container's Python, glibc and machine against.
+# Beside each SGLang and router lock, NAME.tags: the tags of every file it pins (tests/ci/lock_tags.py, from the index's
+# file names of the lock's sha256s), which the sglang_venv preflight checks the container's Python, glibc and machine
+# against. The toolchain's locks (tests/ci/locks) are installed on this machine only: they have no .tags.
 # The .in file's `# resolve:` line, when there is one, replaces the default `--universal --python-version 3.10`
 # (a release that ships only for one platform and Python, as 0.5.23's cp311 manylinux_2_34 wheel, cannot be universal).
 # The resolution is reproducible: packages published after the date on the .in file's `exclude-newer:` line
@@ -14,7 +17,8 @@
 # forward, delete the lock, then `write`.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-dirs=("$root/roles/sglang_venv/files/locks" "$root/roles/sglang_router/files/locks")
+toolchain="$root/tests/ci/locks"
+dirs=("$root/roles/sglang_venv/files/locks" "$root/roles/sglang_router/files/locks" "$toolchain")
 if [ -n "${LOCK_DIRS:-}" ]; then read -r -a dirs <<< "$LOCK_DIRS"; fi   # other lock dirs (tests)
 uv="${UV:-$root/.venv/bin/uv}"
 mode="${1:-check}"
@@ -39,6 +43,7 @@ compile() {  # compile NAME OUT   (NAME: sglang-0.5.9, sglang-router-0.3.2, ...;
   # shellcheck disable=SC2086  # $resolve is a list of uv options
   (cd "$dir" && UV_PYTHON_DOWNLOADS=never "$uv" pip compile --quiet "$name.in" $resolve --generate-hashes \
      --exclude-newer "$newer" --custom-compile-command "$cmd" -o "$out")
+  [ "$dir" != "$toolchain" ] || return 0
   # the same pins again as a PEP 751 pylock (it names each file): the tags of the files the lock pins
   local pylock
   pylock="$(mktemp -d)/pylock.toml"
@@ -49,12 +54,12 @@ compile() {  # compile NAME OUT   (NAME: sglang-0.5.9, sglang-router-0.3.2, ...;
   rm -rf "$(dirname "$pylock")"
 }
 
-write_arg() {  # the argument of write that makes NAME's lock: sglang-0.5.9 is 0.5.9, sglang-router-0.3.2 is itself
-  case "$1" in sglang-router-*) echo "$1";; *) echo "${1#sglang-}";; esac
+write_arg() {  # the argument of write that makes NAME's lock: sglang-0.5.9 is 0.5.9; sglang-router-0.3.2 and dev are themselves
+  case "$1" in sglang-router-*) echo "$1";; sglang-*) echo "${1#sglang-}";; *) echo "$1";; esac
 }
 
-name_of() {  # write's argument: 0.5.9 is sglang-0.5.9, sglang-router-0.3.2 is itself
-  case "$1" in sglang-*) echo "$1";; *) echo "sglang-$1";; esac
+name_of() {  # write's argument: 0.5.9 is sglang-0.5.9; sglang-router-0.3.2 and a toolchain lock (dev) are themselves
+  case "$1" in sglang-*) echo "$1";; *) if [ -f "$toolchain/$1.in" ]; then echo "$1"; else echo "sglang-$1"; fi;; esac
 }
 
 case "$mode" in
@@ -62,7 +67,7 @@ case "$mode" in
     name="$(name_of "${2:?usage: tests/ci/lock.sh write VERSION | sglang-router-VERSION}")"
     dir="$(dir_of "$name")"
     compile "$name" "$dir/$name.lock"
-    echo "lock: wrote $dir/$name.lock ($(grep -cE '^[a-z0-9]' "$dir/$name.lock") pins) and $name.tags";;
+    echo "lock: wrote $dir/$name.lock ($(grep -cE '^[a-z0-9]' "$dir/$name.lock") pins)$([ "$dir" = "$toolchain" ] || echo " and $name.tags")";;
   check)
     tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
     for in in $(for d in "${dirs[@]}"; do ls "$d"/*.in; done); do
@@ -76,27 +81,36 @@ case "$mode" in
         head -40 "$tmp/diff"
         echo "lock: $name.lock is stale: run tests/ci/lock.sh write $(write_arg "$name") and commit it" >&2; exit 1
       fi
-      if ! diff -u "$dir/$name.tags" "$tmp/$name.tags" >"$tmp/diff"; then
+      if [ "$dir" != "$toolchain" ] && ! diff -u "$dir/$name.tags" "$tmp/$name.tags" >"$tmp/diff"; then
         head -40 "$tmp/diff"
         echo "lock: $name.tags is stale or missing: run tests/ci/lock.sh write $(write_arg "$name") and commit it" >&2; exit 1
       fi
       echo "lock: $name.lock resolves unchanged ($(grep -cE '^[a-z0-9]' "$dir/$name.lock") pins)"
     done
-    # the hash-pinned source distributions (flash-attn built from source): the sha256 the index states for the sdist
-    for req in $(for d in "${dirs[@]}"; do ls "$d"/flash-attn-*.txt 2>/dev/null; done); do
+    # the hash-pinned files outside a lock (flash-attn's sdist, built from source; the uv releases of the uv floor test):
+    # each pinned sha256 must be one the index states for a file of that name and version
+    for req in $(for d in "${dirs[@]}"; do ls "$d"/flash-attn-*.txt "$d"/uv-floor.txt 2>/dev/null; done); do
       python3 - "$req" "${UV_INDEX_URL:-https://pypi.org/simple}" <<'PY'
 import json, re, sys, urllib.request
 req, index = sys.argv[1], sys.argv[2].rstrip("/")
-text = open(req).read()
-name, version = re.search(r"^([A-Za-z0-9_.-]+)==(\S+)", text, re.M).groups()
-pinned = re.findall(r"--hash=sha256:([0-9a-f]{64})", text)
-doc = json.load(urllib.request.urlopen(urllib.request.Request(
-    "%s/%s/" % (index, name), headers={"Accept": "application/vnd.pypi.simple.v1+json"}), timeout=60))
-sdist = "%s-%s.tar.gz" % (name.replace("-", "_"), version)
-stated = [f["hashes"].get("sha256") for f in doc["files"] if f["filename"] == sdist]
-if stated != pinned:
-    sys.exit("lock: %s pins %s for %s, the index states %s" % (req, pinned, sdist, stated or "no such file"))
-print("lock: %s: %s matches the index's sha256" % (req.rsplit("/", 1)[-1], sdist))
+text = re.sub(r"\\\n", " ", open(req).read())
+pins = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)((?:\s+--hash=sha256:[0-9a-f]{64})+)", text, re.M)
+if not pins:
+    sys.exit("lock: %s pins nothing by hash" % req)
+for name, version, hashes in pins:
+    doc = json.load(urllib.request.urlopen(urllib.request.Request(
+        "%s/%s/" % (index, name), headers={"Accept": "application/vnd.pypi.simple.v1+json"}), timeout=60))
+    def of_release(filename):   # name-version-... (a wheel) or name-version.tar.gz (an sdist), names normalized
+        stem = re.sub(r"\.(tar\.gz|zip)$", "", filename)
+        parts = stem.split("-")
+        return len(parts) > 1 and re.sub(r"[-_.]+", "_", parts[0]).lower() == re.sub(r"[-_.]+", "_", name).lower() \
+            and parts[1] == version
+    stated = {f["hashes"].get("sha256"): f["filename"] for f in doc["files"] if of_release(f["filename"])}
+    for digest in re.findall(r"sha256:([0-9a-f]{64})", hashes):
+        if digest not in stated:
+            sys.exit("lock: %s pins sha256 %s for %s==%s, which the index states for none of its files"
+                     % (req, digest, name, version))
+        print("lock: %s: %s matches the index's sha256" % (req.rsplit("/", 1)[-1], stated[digest]))
 PY
     done;;
   *) echo "usage: tests/ci/lock.sh write VERSION | sglang-router-VERSION | check" >&2; exit 2;;

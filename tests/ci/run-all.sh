@@ -36,6 +36,8 @@ finish() {   # the other lane's output and result, then the summary; exit status
     [ "${#lane_summary[@]}" -gt 0 ] || lane_summary=("FAIL  pytest lane (no result: ended early)")
     summary+=("${lane_summary[@]}")
   fi
+  # last, what the whole run installed: every venv it made (ansible-test's sanity venvs too) holds only its lock's pins
+  step "nothing installed outside a lock (tests/ci/locked.py all)" python3 tests/ci/locked.py all || rc=1
   printf '%s\n' "--- summary" "${summary[@]}"
   [ "$rc" -eq 0 ] && printf '%s\n' "${summary[@]}" | grep -q '^FAIL' && rc=1
   [ "$rc" -eq 0 ] && echo "not exercised here: NVIDIA GPUs, the driver, CUDA, Proxmox itself, SGLang on CUDA (see README)"

@@ -10,8 +10,7 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 1
 versions=(3.10 3.12 3.13)
-pytest_pin="$(grep -E '^pytest==' requirements-dev.txt)"
-yaml_pin="PyYAML==$(.venv/bin/python -c 'import yaml; print(yaml.__version__)')"
+lock=tests/ci/locks/targets.lock   # pytest and PyYAML at the toolchain's versions, every package by its hash
 ran=() missing=() rc=0
 
 find_python() {   # an interpreter that runs and is the version asked for, or nothing
@@ -28,15 +27,16 @@ for v in "${versions[@]}"; do
   py="$(find_python "$v")" || { .venv/bin/uv python install -q "$v" >/dev/null 2>&1 && py="$(find_python "$v")"; } || {
     missing+=("$v"); echo "=== Python $v: not found on this machine (nor installable by uv): not run"; continue; }
   env_dir="build/ci/targets/py$v"
-  stamp="$pytest_pin $yaml_pin $py"
+  stamp="$(sha256sum "$lock" | cut -d' ' -f1) $py"
   if [ ! -x "$env_dir/bin/pytest" ] || [ "$(cat "$env_dir/.installed" 2>/dev/null)" != "$stamp" ]; then
     rm -rf "$env_dir"
-    if ! { "$py" -m venv "$env_dir" && "$env_dir/bin/pip" install -q --disable-pip-version-check "$pytest_pin" \
-           "$yaml_pin"; }; then
+    if ! { "$py" -m venv "$env_dir" && "$env_dir/bin/pip" install -q --disable-pip-version-check --require-hashes \
+           --only-binary :all: -r "$lock"; }; then
       echo "=== Python $v ($py): its venv could not be made"; rc=1; continue
     fi
     echo "$stamp" > "$env_dir/.installed"
   fi
+  python3 tests/ci/locked.py venv "$env_dir" "$lock" || { rc=1; continue; }
   echo "=== Python $v ($py): compile plugins/modules and plugins/module_utils, then the unit tests"
   if "$env_dir/bin/python" -W error -c '
 import sys

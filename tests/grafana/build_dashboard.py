@@ -1,5 +1,5 @@
 """The Grafana dashboard of what gpuserve.sglang deploys, built from code with grafana-foundation-sdk (pinned in
-requirements-dev.txt; its builders are generated from Grafana's own schema), written to
+tests/ci/locks/dev.lock; its builders are generated from Grafana's own schema), written to
 roles/sglang_monitoring/files/gpuserve-sglang-dashboard.json:
 
     .venv/bin/python tests/grafana/build_dashboard.py            # rewrite the JSON (make dashboard)

@@ -12,7 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 STANDIN = os.path.join(ROOT, "tests", "lab", "sglang_standin")
 VENV_BIN = os.path.dirname(sys.executable)
 OLAH = os.path.join(ROOT, ".venv-hub", "bin", "olah-cli")
-# huggingface_hub at the SGLang lock's version (tests/lab/requirements-hflib.txt), for downloader=huggingface_hub
+# huggingface_hub at the SGLang lock's version (tests/ci/locks/hflib.in), for downloader=huggingface_hub
 HFLIB_PYTHON = os.path.join(ROOT, ".venv-hflib", "bin", "python")
 # The lab's helpers (local_hub, make_wheel) are stdlib-only and serve the tests as well.
 sys.path.insert(0, os.path.join(ROOT, "tests", "lab"))

@@ -14,7 +14,7 @@ import yaml
 
 from ansible_helpers import ROOT, VENV_BIN
 
-LEFT_OUT = ("tests/", "inventory/lab/", ".ci/", "Makefile", "ansible.cfg", "requirements-dev.txt", ".venv", "build/")
+LEFT_OUT = ("tests/", "inventory/lab/", ".ci/", "Makefile", "ansible.cfg", ".venv", "build/")
 
 
 @pytest.fixture(scope="module")

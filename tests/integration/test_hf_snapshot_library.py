@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def pins():
-    with open(os.path.join(ROOT, "tests", "lab", "requirements-hflib.txt")) as f:
+    with open(os.path.join(ROOT, "tests", "ci", "locks", "hflib.in")) as f:
         return dict(line.strip().split("==") for line in f if "==" in line)
 
 

@@ -25,15 +25,21 @@ BEFORE = "0.4.3"     # the release before UV_MIN
 
 
 def release(version):
-    """The uv binary of ``version`` (its manylinux wheel from the index, once, under build/uv-floor)."""
+    """The uv binary of ``version`` (its manylinux wheel from the index by the hash tests/ci/locks/uv-floor.txt pins,
+    once, under build/uv-floor)."""
     dest = os.path.join(CACHE, version)
     binary = glob.glob(os.path.join(dest, "x", "*.data", "scripts", "uv"))
     if binary:
         return binary[0]
     os.makedirs(dest, exist_ok=True)
-    subprocess.run([os.path.join(ROOT, ".venv", "bin", "pip"), "download", "-q", "--no-deps", "--only-binary",
-                    ":all:", "--platform", "manylinux_2_17_x86_64", "uv==%s" % version, "-d", dest],
-                   check=True, timeout=300)
+    with open(os.path.join(ROOT, "tests", "ci", "locks", "uv-floor.txt")) as fh:   # the wheel's pinned sha256
+        pin = [line for line in fh if line.startswith("uv==%s " % version)]
+    assert pin, "tests/ci/locks/uv-floor.txt pins no uv==%s" % version
+    with open(os.path.join(dest, "pin.txt"), "w") as fh:
+        fh.write(pin[0])
+    subprocess.run([os.path.join(ROOT, ".venv", "bin", "pip"), "download", "-q", "--no-deps", "--require-hashes",
+                    "--only-binary", ":all:", "--platform", "manylinux_2_17_x86_64", "-r", os.path.join(dest, "pin.txt"),
+                    "-d", dest], check=True, timeout=300)
     with zipfile.ZipFile(glob.glob(os.path.join(dest, "uv-%s-*.whl" % version))[0]) as z:
         z.extractall(os.path.join(dest, "x"))
     binary = glob.glob(os.path.join(dest, "x", "*.data", "scripts", "uv"))[0]

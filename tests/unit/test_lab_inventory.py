@@ -27,7 +27,7 @@ def test_lab_pins_the_commit_the_local_hub_serves(tmp_path):
 
 
 def test_the_huggingface_hub_of_the_tests_is_the_one_the_sglang_lock_installs():
-    """downloader=huggingface_hub is tested with .venv-hflib (tests/lab/requirements-hflib.txt): the versions a
+    """downloader=huggingface_hub is tested with .venv-hflib (tests/ci/locks/hflib.in): the versions a
     deployed SGLang 0.5.9 venv has, so a lock update that moves them must move the tests too."""
     lock = {}
     with open(os.path.join(ROOT, "roles", "sglang_venv", "files", "locks", "sglang-0.5.9.lock")) as fh:
@@ -35,7 +35,7 @@ def test_the_huggingface_hub_of_the_tests_is_the_one_the_sglang_lock_installs():
             if "==" in line and not line.startswith((" ", "#")):
                 name, rest = line.split("==", 1)
                 lock.setdefault(name.strip(), set()).add(rest.split()[0].rstrip(";\\"))
-    with open(os.path.join(ROOT, "tests", "lab", "requirements-hflib.txt")) as fh:
+    with open(os.path.join(ROOT, "tests", "ci", "locks", "hflib.in")) as fh:
         pins = dict(line.strip().split("==") for line in fh if "==" in line and not line.startswith("#"))
     assert {"huggingface-hub", "hf-xet", "hf-transfer"} <= set(pins)
     for name, version in pins.items():

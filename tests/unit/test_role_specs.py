@@ -34,9 +34,9 @@ def test_there_are_roles_to_check():
 
 
 def test_the_claimed_ansible_core_is_the_one_ci_installs():
-    """requires_ansible and the roles' min_ansible_version claim only what CI runs (requirements-dev.txt)."""
+    """requires_ansible and the roles' min_ansible_version claim only what CI runs (tests/ci/locks/dev.lock)."""
     import re  # pylint: disable=import-outside-toplevel
-    with open(os.path.join(ROOT, "requirements-dev.txt")) as fh:
+    with open(os.path.join(ROOT, "tests", "ci", "locks", "dev.lock")) as fh:
         pinned = re.search(r"^ansible-core==(\d+)\.(\d+)\.", fh.read(), re.M).groups()
     with open(os.path.join(ROOT, "meta", "runtime.yml")) as fh:
         claimed = re.search(r'requires_ansible: ">=(\d+)\.(\d+)\.', fh.read()).groups()
