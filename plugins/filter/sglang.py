@@ -29,11 +29,18 @@ def sglang_argv(args, python, model_path, config_file=None):
         raise AnsibleFilterError("sglang_argv: %s" % exc)
 
 
-def sglang_args_problems(args):
+def sglang_args_problems(args, release=None):
     from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
     if not isinstance(args, dict):
         raise AnsibleFilterError("sglang_args_problems: expected the server args as a mapping")
-    return server_utils.validate_args(args)
+    return server_utils.validate_args(args, release or None)
+
+
+def sglang_secret_args(args, program="server"):
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
+    if not isinstance(args, dict) or program not in ("server", "router"):
+        raise AnsibleFilterError("sglang_secret_args: expected a mapping of args, and program server or router")
+    return server_utils.secret_names(list(args), program)
 
 
 def sglang_args_from_argv(argv):
@@ -323,7 +330,8 @@ def gpuserve_secret_problem(value, name):
 class FilterModule(object):
     def filters(self):
         return {"sglang_log": sglang_log, "sglang_argv": sglang_argv, "sglang_systemd_exec": sglang_systemd_exec,
-                "sglang_args_problems": sglang_args_problems, "apt_policy_versions": apt_policy_versions,
+                "sglang_args_problems": sglang_args_problems, "sglang_secret_args": sglang_secret_args,
+                "apt_policy_versions": apt_policy_versions,
                 "nvidia_select_gpus": nvidia_select_gpus, "nvidia_gpu_minors": nvidia_gpu_minors, "sglang_is_loopback": sglang_is_loopback,
                 "sglang_local_url": sglang_local_url, "sglang_server_groups": sglang_server_groups,
                 "sglang_replica_hosts": sglang_replica_hosts, "sglang_group_restart": sglang_group_restart,

@@ -296,7 +296,7 @@ def main():
     module = AnsibleModule(argument_spec=PLAN_ARGUMENT_SPEC, supports_check_mode=True,
                            mutually_exclusive=[("model_path", "model_config"), ("gpus", "gpu_profile")],
                            required_one_of=[("model_path", "model_config"), ("gpus", "gpu_profile")])
-    problems = validate_args(module.params["args"])
+    problems = validate_args(module.params["args"], module.params.get("release"))
     if problems:
         module.fail_json(msg="; ".join(problems))
     try:

@@ -166,8 +166,13 @@ def test_the_api_key_locks_the_server_and_stays_out_of_argv_environment_and_outp
     st = os.stat(os.path.join(server["state_dir"], server["name"] + ".state.json"))
     assert st.st_mode & 0o777 == 0o600
     refused = run_module(M, dict(server, args={"api_key": secret}))
-    assert refused["failed"] is True and "never go on the command line" in refused["msg"]
+    assert refused["failed"] is True and "never goes on the command line" in refused["msg"]
     assert secret not in refused["_stdout"].replace("api_key", "")
+    # #58 item 1: a prefix SGLang's parser takes as --api-key is refused the same way, its value masked everywhere
+    for name in ("api_k", "api_ke", "admin_api"):
+        refused = run_module(M, dict(server, args={name: secret}))
+        assert refused["failed"] is True and "never goes on the command line" in refused["msg"], name
+        assert secret not in refused["_stdout"] and secret not in refused["_stderr"], name
 
 
 def test_the_config_hash_knows_a_new_key_without_being_a_hash_of_it(server):

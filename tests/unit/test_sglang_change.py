@@ -3,6 +3,8 @@ SGLang parser before anything is written or stopped, and the last good unit/env/
 import os
 import sys
 
+import pytest
+
 from unit_helpers import ROOT, load_module_util
 
 C = load_module_util("server.change")
@@ -27,12 +29,30 @@ def test_a_misspelt_argument_is_refused_with_argparses_own_words_before_anything
     assert "running server keeps serving" in failure["hint"]
 
 
-def test_an_invalid_choice_or_type_is_refused_and_prefixes_sglang_accepts_pass():
+def test_an_invalid_choice_or_type_is_refused_and_full_names_and_aliases_pass():
     failure, _note = check("--speculative-algorithm", "MTP")
     assert "argument --speculative-algorithm: invalid choice: 'MTP'" in failure["message"]
     failure, _note = check("--tp-size", "two")
     assert "argument --tp-size/--tensor-parallel-size: invalid int value: 'two'" in failure["message"]
-    assert check("--tp", "2", "--speculative-algo", "NEXTN", "--context-length", "8192") == (None, None)
+    assert check("--tensor-parallel-size", "2", "--speculative-algorithm", "NEXTN", "--context-length", "8192") == (
+        None, None)
+
+
+# Security round 3 (#58 item 1): argparse takes any unambiguous prefix of an option as that option, and the command
+# line wins over --config - `--api-ke ''` switched the key off, `--hos 0.0.0.0` after the role's --host rebound it.
+@pytest.mark.parametrize("args, needle", [
+    (("--api-ke", ""), "--api-ke is not an option of this release's parser (it would be taken as --api-key)"),
+    (("--tp", "2"), "--tp is not an option of this release's parser (it would be taken as --tp-size)"),
+    (("--hos", "0.0.0.0"), "--hos is not an option of this release's parser (it would be taken as --host)"),
+    (("--api-key=k-0123456789abcdef",), "--api-key (api_key) is a secret: it never goes on the command line"),
+    (("--host", "0.0.0.0"), "--host (host) is given twice: the collection sets it itself"),
+    (("--model", "/elsewhere"), "--model (model_path) is given twice"),
+])
+def test_a_prefix_a_secret_or_an_own_option_again_is_refused_by_the_installed_parser(args, needle):
+    failure, note = check(*args)
+    assert note is None and failure["kind"] == "bad_argument", (failure, note)
+    assert needle in failure["message"], failure["message"]
+    assert "k-0123456789abcdef" not in failure["message"]
 
 
 def test_the_config_file_is_never_read_by_the_check(tmp_path):

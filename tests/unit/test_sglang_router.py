@@ -12,10 +12,32 @@ def test_router_argv_has_no_key_and_takes_extra_flags_in_snake_case():
              "log_dir": None}
     argv = R.router_argv("0.0.0.0", 30080, "cache_aware", ["http://10.0.0.21:30000/", "http://10.0.0.22:30000"],
                          prometheus_port=29000, extra=extra)
-    assert argv == ["--host", "0.0.0.0", "--port", "30080", "--policy", "cache_aware",
+    assert argv == ["--disable-retries", "--health-check-interval-secs", "5", "--request-id-headers", "x-a", "x-b",
+                    "--host", "0.0.0.0", "--port", "30080", "--policy", "cache_aware",
                     "--worker-urls", "http://10.0.0.21:30000", "http://10.0.0.22:30000",
-                    "--prometheus-host", "127.0.0.1", "--prometheus-port", "29000",
-                    "--disable-retries", "--health-check-interval-secs", "5", "--request-id-headers", "x-a", "x-b"]
+                    "--prometheus-host", "127.0.0.1", "--prometheus-port", "29000"]
+
+
+# Security round 3 (#58 item 1): the router's parser (RouterArgs, a plain argparse parser) takes a prefix as the
+# option it begins, and the last of a repeated option wins: an extra arg `hos: 0.0.0.0` after the role's --host bound
+# the router on all addresses with no key.
+@pytest.mark.parametrize("extra, needle", [
+    ({"hos": "0.0.0.0"}, "sglang_router_extra_args.hos: sglang-router 0.3.2's parser takes --hos as --host"),
+    ({"api_k": "x"}, "sglang_router_extra_args.api_k: sglang-router 0.3.2's parser takes --api-k as --api-key (any "
+                     "unambiguous prefix of an option is that option): a secret never goes on the command line"),
+    ({"worker_u": "http://evil:1"}, "takes --worker-u as --worker-urls"),
+    ({"worker": "http://evil:1"}, "--worker is not an option of sglang-router 0.3.2 - its parser refuses it as "
+                                  "ambiguous (--worker-"),
+    ({"prometheus_h": "0.0.0.0"}, "takes --prometheus-h as --prometheus-host"),
+    ({"redis_u": "redis://:pw@h"}, "takes --redis-u as --redis-url"),
+    ({"health_check_interval": 5}, "--health-check-interval is not an option of sglang-router 0.3.2 - its parser "
+                                   "would take it as --health-check-interval-secs"),
+])
+def test_an_extra_arg_the_router_would_take_as_its_own_or_a_secret_is_refused(extra, needle):
+    problems = R.router_problems("127.0.0.1", 30080, "cache_aware", [], extra, prefix="sglang_router_")
+    assert problems and needle in problems[0], problems
+    with pytest.raises(R.RouterError):
+        R.router_argv("127.0.0.1", 30080, "cache_aware", [], extra=extra)
 
 
 @pytest.mark.parametrize("kw,needle", [

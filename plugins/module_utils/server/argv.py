@@ -22,10 +22,20 @@ import json
 import re
 
 from ..host import has_control
+from .options import ROUTER as _ROUTER_OPTIONS, SERVER as _SERVER_OPTIONS
 
 
-SECRET_ARGS = ("api_key", "admin_api_key", "hf_token", "token")
+# Secret server args, by the dest SGLang's parser gives them (0.5.23 added ssl_keyfile_password), and the names of
+# secrets that are no SGLang option at all but must never be passed as one either.
+SECRET_ARGS = ("api_key", "admin_api_key", "ssl_keyfile_password", "hf_token", "token")
+# What the collection sets itself on SGLang's command line: an operator's arg may not name it, however spelt.
+SERVER_OWN = ("host", "port", "model_path", "config")
+# The router's (sglang-router 0.3.2, RouterArgs): what the role sets itself, and what is a secret (a key, a password,
+# a database URL that may carry one).
+ROUTER_OWN = ("host", "port", "policy", "worker_urls", "api_key", "prometheus_host", "prometheus_port")
+ROUTER_SECRETS = ("api_key", "control_plane_api_keys", "oracle_password", "postgres_db_url", "redis_url")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_TABLES = {}
 
 
 class ArgvError(ValueError):
@@ -135,15 +145,113 @@ def value_problems(values, prefix="args."):
     return problems
 
 
-def validate_args(args):
+def option_table(program, release):
+    """{option: dest} of the parser of ``program`` ("server": SGLang's ServerArgs, "router": sglang-router's
+    RouterArgs) in ``release``, as the parser itself holds it (module ``options``, generated from the parsers)."""
+    key = (program, release)
+    if key not in _TABLES:
+        table = {}
+        for word in (_SERVER_OPTIONS if program == "server" else _ROUTER_OPTIONS)[release].split():
+            option, dummy, dest = word.partition("=")
+            table[option] = dest or option[2:].replace("-", "_")
+        _TABLES[key] = table
+    return _TABLES[key]
+
+
+def resolve_option(flag, table):
+    """What a plain ``argparse.ArgumentParser()`` (abbreviations allowed, as SGLang's and the router's are) makes of
+    ``flag``: (dest, option) for the option itself or the one option it is an unambiguous prefix of, else (None,
+    [the options it is a prefix of]) - argparse refuses those (ambiguous, or unrecognized when none)."""
+    if flag in table:
+        return table[flag], flag
+    hits = sorted(option for option in table if option.startswith(flag))
+    if len(hits) == 1:
+        return table[hits[0]], hits[0]
+    return None, hits
+
+
+_RESERVED_FIX = {
+    "host": "the bind address is the role's own (sglang_server_host)",
+    "port": "the port is the role's own (sglang_server_port)",
+    "model_path": "give the model through model_path, not args",
+    "config": "the collection writes SGLang's --config file itself (it holds the API key); put its settings in args",
+}
+
+
+def _version(release):
+    return tuple(int(part) if part.isdigit() else 0 for part in release.split("."))
+
+
+def name_problems(names, program="server", release=None, prefix="args."):
+    """Problems with the arg names ``names`` (snake_case, each ``--`` + dashes on the command line): each must be an
+    option of the parser exactly - never a prefix, which the parser would take as the option it begins (``api_ke``
+    is ``--api-key``) - and none may reach an option the collection sets itself or a secret, by any name. Checked
+    against ``release``'s table, or every release known when it is None or unknown (a name an abbreviation in one of
+    them is judged by what it becomes there). The role's own exact names (host, port) are the caller's to allow.
+    Without a known ``release``, a name no option of any known release begins with is left to the parser that
+    launches (sglang_server asks the venv's own before anything is written: a typo is refused in its words, and an
+    option of a newer release passes)."""
+    tables = _SERVER_OPTIONS if program == "server" else _ROUTER_OPTIONS
+    releases = [release] if release in tables else sorted(tables, key=_version)
+    what = "SGLang" if program == "server" else "sglang-router"
+    own, secrets = (SERVER_OWN, SECRET_ARGS) if program == "server" else (ROUTER_OWN, ROUTER_SECRETS)
+    problems = []
+    for key in sorted(names or (), key=str):
+        flag = "--" + key.replace("_", "-")
+        found = dict((r, resolve_option(flag, option_table(program, r))) for r in releases)
+        reserved = [(r, dest, option) for r in releases for dest, option in [found[r]] if dest in own + secrets]
+        if reserved:
+            dummy, dest, option = reserved[0]
+            which = [r for r, d, o in reserved if (d, o) == (dest, option)]
+            said = flag if option == flag else "%s as %s (any unambiguous prefix of an option is that option)" % (
+                flag, option)
+            fix = ("a secret never goes on the command line (ps, the unit, the launch record): set it through the "
+                   "role's secret variable (sglang_server_api_key, sglang_router_api_key)" if dest in secrets
+                   else _RESERVED_FIX.get(dest, "the role sets %s itself" % dest))
+            problems.append("%s%s: %s %s's parser%s take%s %s: %s" % (
+                prefix, key, what, "'s and ".join(which), "s" if len(which) > 1 else "",
+                "" if len(which) > 1 else "s", said, fix))
+        elif not any(option == flag for dummy, option in found.values()):
+            near = sorted(set(option for dummy, option in found.values() if isinstance(option, str)))
+            many = sorted(set(o for dummy, options in found.values() if isinstance(options, list) for o in options))
+            if not (near or many or release in tables):
+                continue   # no option of any known release begins so: the installed parser's own words refuse it
+            said = (" - its parser would take it as %s" % " or ".join(near) if near else
+                    " - its parser refuses it as ambiguous (%s)" % ", ".join(many[:4] + ["..."] * (len(many) > 4))
+                    if many else "")
+            example = (near or many or ["--tp-size" if program == "server" else "--health-check-interval-secs"])[0]
+            problems.append("%s%s: %s is not an option of %s %s%s; give an option's full name (snake_case, e.g. "
+                            "%s)" % (prefix, key, flag, what, " or ".join(releases), said,
+                                     example[2:].replace("-", "_")))
+    return problems
+
+
+def secret_names(names, program="server"):
+    """The names among ``names`` that any known release's parser takes as a secret (exactly or as a prefix)."""
+    tables = _SERVER_OPTIONS if program == "server" else _ROUTER_OPTIONS
+    secrets = SECRET_ARGS if program == "server" else ROUTER_SECRETS
+    found = []
+    for key in sorted(names or (), key=str):
+        if not isinstance(key, str):
+            continue
+        flag = "--" + key.replace("_", "-")
+        if key in secrets or any(resolve_option(flag, option_table(program, r))[0] in secrets for r in tables):
+            found.append(key)
+    return found
+
+
+def validate_args(args, release=None):
     """Problems with the server args, each naming the key, the value and the allowed range or the fix (a list):
-    names that are not flags, value words that would become flags (``value_problems``), numbers out of range."""
+    names that are not options of SGLang's parser exactly or that reach what the collection sets itself or a secret
+    (``name_problems``; the role's own ``host`` and ``port`` pass), value words that would become flags
+    (``value_problems``), numbers out of range."""
     problems = []
     for key in sorted(args or {}, key=str):
         if not isinstance(key, str) or not _NAME.match(key):
             problems.append("args key %r is not an SGLang ServerArgs name (snake_case, e.g. tp_size)" % (key,))
     if problems:
         return problems
+    problems.extend(name_problems([k for k in args or {} if k not in ("host", "port")], "server", release))
     problems.extend(value_problems(args))
     for key in sorted(args or {}):
         if key not in _NUMERIC or args[key] is None:
@@ -217,7 +325,9 @@ def config_text(secrets):
 
 
 def server_argv(python, model_path, args, module="sglang.launch_server", config_file=None):
-    """Return [python, -m, module, --model-path, path, --flag, value, ..., --config file] (sorted for stability)."""
+    """Return [python, -m, module, --flag, value, ... (sorted), --host h, --port p, --model-path path, --config file]:
+    the collection's own flags last. SGLang's merger puts the --config file's keys before the command line's (CLI >
+    config), and every name was resolved first (``validate_args``), so nothing on argv can reach them."""
     if not python:
         raise ArgvError("python: the venv interpreter path is required")
     if not model_path:
@@ -226,19 +336,12 @@ def server_argv(python, model_path, args, module="sglang.launch_server", config_
     problems += validate_args(args)
     if problems:
         raise ArgvError("; ".join(problems))
-    argv = [python, "-m", module, "--model-path", str(model_path)]
-    for key in sorted(args or {}):
+    argv = [python, "-m", module]
+    # the operator's args first, sorted; the collection's own flags last, so that no arg can follow and override them
+    # (argparse keeps the last of a repeated option)
+    own = [key for key in ("host", "port") if key in (args or {})]
+    for key in sorted(k for k in args or {} if k not in own) + own:
         value = args[key]
-        if not isinstance(key, str) or not _NAME.match(key):
-            raise ArgvError("args key %r is not an SGLang ServerArgs name (snake_case, e.g. tp_size)" % (key,))
-        if key in SECRET_ARGS:
-            raise ArgvError("args.%s: secrets never go on the command line (they would show in ps and logs); "
-                            "set it through the role's secret variable (sglang_server_api_key, sglang_server_env)" % key)
-        if key == "config":
-            raise ArgvError("args.config: the collection writes SGLang's --config file itself (it holds the API key); "
-                            "put its settings in args")
-        if key in ("model_path", "model"):
-            raise ArgvError("args.%s: give the model through model_path, not args" % key)
         flag = "--" + key.replace("_", "-")
         if value is None or value is False:
             continue
@@ -253,6 +356,7 @@ def server_argv(python, model_path, args, module="sglang.launch_server", config_
             raise ArgvError("args.%s: a mapping cannot be a command-line value; use a JSON string" % key)
         else:
             argv.extend([flag, _scalar(key, value)])
+    argv.extend(["--model-path", str(model_path)])
     if config_file:
         if not str(config_file).endswith((".yaml", ".yml")):
             raise ArgvError("config_file=%s: SGLang accepts only a .yaml or .yml file after --config" % config_file)

@@ -9,7 +9,9 @@ Two guards around a relaunch:
   own parser - ``ServerArgs.add_cli_args`` of the venv's ``sglang.srt.server_args``, on an ``argparse`` parser named
   ``launch_server.py`` as ``prepare_server_args`` builds it (SGLang 0.5.9) - without launching anything. A misspelt
   flag or an invalid choice is refused with argparse's own words (what the launch would have died of, exit status 2),
-  and the running server keeps serving. The check runs as the account the server runs as (the unit's User=, the
+  and the running server keeps serving. Every option is first looked up by its exact name in that parser's table:
+  a prefix the parser would take as another option (``--api-ke`` as ``--api-key``), a secret on argv, or one of the
+  collection's own options given twice is refused the same way. The check runs as the account the server runs as (the unit's User=, the
   service account that built the venv), never as root on its behalf.
 - ``LastGood``: each time a launch is ready, the unit file, its EnvironmentFile and SGLang's --config file are kept
   (root's, 0600) with that launch's configuration hash; when a relaunch fails after the switch, they are put back and
@@ -25,6 +27,7 @@ import pwd
 import subprocess
 
 from ..host import read_json, write_json, write_private
+from .argv import SECRET_ARGS, SERVER_OWN
 
 # Run by the venv's interpreter with the launch's arguments (after ``-m sglang.launch_server``). ``--config`` (SGLang's
 # file holding the API key) is left out: the check never reads the key, and the merger only turns its keys into flags.
@@ -41,9 +44,30 @@ except Exception as e:  # an import the venv cannot do here: not checked (said),
     sys.exit(0)
 parser = argparse.ArgumentParser(prog="launch_server.py")
 ServerArgs.add_cli_args(parser)
+# every option word by its exact name in this parser's own table: argparse would take a prefix (--api-ke) as the
+# option it begins (--api-key); the collection's own options and the secrets only once, where the collection put them
+table = parser._option_string_actions
+seen = {}
+for word in argv:
+    if not word.startswith("--"):
+        continue
+    flag = word.split("=", 1)[0]
+    if flag not in table:
+        near = sorted(o for o in table if o.startswith(flag))
+        if near:
+            parser.error("%s is not an option of this release's parser (it would be taken as %s); give an option's "
+                         "full name" % (flag, " or ".join(near)))
+        continue   # no option at all: argparse's own words below (unrecognized arguments)
+    dest = table[flag].dest
+    seen[dest] = seen.get(dest, 0) + 1
+    if dest in %(secrets)r:
+        parser.error("%s (%s) is a secret: it never goes on the command line" % (flag, dest))
+    if dest in %(own)r and seen[dest] > 1:
+        parser.error("%s (%s) is given twice: the collection sets it itself" % (flag, dest))
 parser.parse_args(argv)
 print("GPUSERVE-ARGS-OK")
 """
+ARGS_CHECK = ARGS_CHECK.replace("%(secrets)r", repr(SECRET_ARGS)).replace("%(own)r", repr(SERVER_OWN))
 ARGS_CHECK_TIMEOUT = 300.0
 
 

@@ -21,7 +21,7 @@ import os
 import shutil
 
 from ..host import Failed, read_json, secret_problem, write_private
-from .argv import SECRET_ARGS, ArgvError, config_text, helper_rank, is_loopback, local_url, server_argv
+from .argv import ArgvError, config_text, helper_rank, is_loopback, local_url, secret_names, server_argv
 from .change import LastGood, check_args
 from .process import (config_hash, failure_message, http_get, keep_running, launch, load_salt, owned_by, pid_alive,
                       plan_vs_actual, port_conflict, port_in_use_failure, port_owner, secret_digest, stop,
@@ -71,8 +71,9 @@ class ServerFailed(Failed):
 
 
 def secret_values(args):
-    """The values of secret keys given in ``args`` (refused later): the module hides them from its output."""
-    return [str(args[key]) for key in SECRET_ARGS if args.get(key)]
+    """The values of keys in ``args`` that SGLang's parser takes as a secret, by the exact name or a prefix (``api_k``
+    is ``--api-key``; refused later): the module hides them from its output."""
+    return [str(args[key]) for key in secret_names(list(args or {})) if args.get(key) not in (None, "", False, True)]
 
 
 def state_path(state_dir, name):

@@ -26,12 +26,11 @@ import time
 from http.client import HTTPConnection, HTTPException, HTTPSConnection
 from urllib.parse import quote, urlsplit
 
-from .argv import is_loopback, value_problems, word_problem
+from .argv import ROUTER_OWN, is_loopback, name_problems, value_problems, word_problem
 
 POLICIES = ("cache_aware", "round_robin", "power_of_two", "random")
+ROUTER_RELEASE = "0.3.2"    # the router the role's lock installs (roles/sglang_router/files/locks)
 _URL = re.compile(r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})/?$")
-# router flags the role sets itself (the key is never a flag in the args file)
-_OWN = ("host", "port", "policy", "worker_urls", "api_key", "prometheus_host", "prometheus_port")
 
 
 class RouterError(Exception):
@@ -77,10 +76,15 @@ def router_problems(host, port, policy, workers, extra=None, prefix="", keyed=Tr
     if not isinstance(extra or {}, dict):
         problems.append("%sextra_args=%r: a mapping of router flags in snake_case" % (prefix, extra))
     else:
+        named = []
         for key in sorted(extra or {}, key=str):
-            if key in _OWN or not re.match(r"^[a-z][a-z0-9_]*$", str(key)):
+            if key in ROUTER_OWN or not re.match(r"^[a-z][a-z0-9_]*$", str(key)):
                 problems.append("%sextra_args: extra %r is not a router flag in snake_case the role leaves to you "
-                                "(not %s)" % (prefix, key, ", ".join(_OWN)))
+                                "(not %s)" % (prefix, key, ", ".join(ROUTER_OWN)))
+            else:
+                named.append(key)
+        # each name an option of the router's parser exactly: it takes a prefix (hos) as the option it begins (--host)
+        problems.extend(name_problems(named, "router", ROUTER_RELEASE, "%sextra_args." % prefix))
         problems.extend(value_problems(extra or {}, prefix="%sextra_args." % prefix))
     if not keyed and not public_ok and not is_loopback(host):
         problems.append("%shost=%s without %sapi_key: anyone on the network could use the GPUs; set %sapi_key (the "
@@ -89,17 +93,14 @@ def router_problems(host, port, policy, workers, extra=None, prefix="", keyed=Tr
 
 
 def router_argv(host, port, policy, workers, prometheus_host=None, prometheus_port=None, extra=None):
-    """The router's command-line arguments (for ``parse_router_args``), without the key: a list of strings.
+    """The router's command-line arguments (for ``parse_router_args``), without the key: a list of strings, the extra
+    args first, the role's own flags after them (the launcher appends the workers' file and the key last).
     ``extra``: other router flags in snake_case (``health_check_interval_secs: 5`` -> ``--health-check-interval-secs
     5``; ``true`` -> the bare flag, ``false``/None -> left out; a list -> the flag then each item)."""
     problems = router_problems(host, port, policy, workers, extra, prometheus_host=prometheus_host)
     if problems:
         raise RouterError("; ".join(problems))
-    argv = ["--host", str(host), "--port", str(int(port)), "--policy", policy]
-    if workers:
-        argv += ["--worker-urls"] + [normalize_url(u) for u in workers]
-    if prometheus_port:
-        argv += ["--prometheus-host", str(prometheus_host or "127.0.0.1"), "--prometheus-port", str(int(prometheus_port))]
+    argv = []
     for key in sorted(extra or {}):
         value = extra[key]
         flag = "--" + key.replace("_", "-")
@@ -111,6 +112,12 @@ def router_argv(host, port, policy, workers, prometheus_host=None, prometheus_po
             argv += [flag] + [str(v) for v in value]
         else:
             argv += [flag, str(value)]
+    # the role's own flags after the extra args: argparse keeps the last of a repeated option
+    argv += ["--host", str(host), "--port", str(int(port)), "--policy", policy]
+    if workers:
+        argv += ["--worker-urls"] + [normalize_url(u) for u in workers]
+    if prometheus_port:
+        argv += ["--prometheus-host", str(prometheus_host or "127.0.0.1"), "--prometheus-port", str(int(prometheus_port))]
     return argv
 
 

@@ -105,6 +105,31 @@ def test_chat_completions_answer_directly_and_through_the_router(host):
     assert ct(host, "python3", "-c", CHAT, "30080", "-", "0").startswith("401")
 
 
+def test_an_abbreviated_flag_name_never_switches_the_key_off_or_rebinds_the_real_server(host):
+    """Security round 3 (#58 item 1): SGLang's parser takes any unambiguous prefix of an option as that option and
+    the command line wins over --config - `api_ke: ""` launched with --api-ke '' and served without a key. Each such
+    name is refused by the role before anything is written; the real server keeps serving, with its key."""
+    pid = ct(host, "systemctl", "show", "-p", "MainPID", "--value", UNIT)
+    unit = ct(host, "systemctl", "cat", UNIT)
+    secret = "leaked-key-0123456789abcdef"
+    for args, needle in (({"api_ke": ""}, "args.api_ke: SGLang 0.5.9's and 0.5.23's parsers take --api-ke as --api-key"),
+                         ({"hos": "0.0.0.0"}, "args.hos: SGLang 0.5.9's and 0.5.23's parsers take --hos as --host"),
+                         ({"api_k": secret}, "args.api_k: SGLang 0.5.9's and 0.5.23's parsers take --api-k as --api-key"),
+                         ({"conf": "/tmp/x.yaml"}, "args.conf: SGLang 0.5.9's and 0.5.23's parsers take --conf as --config")):
+        p = relaunch(dict(ARGS, **args))
+        assert p.returncode != 0 and needle in said(p), said(p)[-2000:]
+        assert secret not in p.stdout and secret not in p.stderr
+    assert ct(host, "systemctl", "show", "-p", "MainPID", "--value", UNIT) == pid      # never stopped
+    assert ct(host, "systemctl", "cat", UNIT) == unit                                   # never rewritten
+    assert ct(host, "python3", "-c", PROBE, "/v1/models") == "401"
+    assert ct(host, "python3", "-c", PROBE, "/v1/models", KEY) == "200"
+    # the collection's own flags stand last on the real server's command line (the unit's): nothing after them
+    start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    argv = shlex.split(start[len("ExecStart="):])
+    assert argv[-8:-4] == ["--host", "127.0.0.1", "--port", "30000"] and argv[-4] == "--model-path", argv
+    assert argv[-2] == "--config", argv
+
+
 # run inside the CT as `python3 -c GET <port> <path>`: the body of a GET without a key
 GET = ("import sys, urllib.request\n"
        "print(urllib.request.urlopen('http://127.0.0.1:%s%s' % (sys.argv[1], sys.argv[2]), timeout=30).read().decode())\n")
