@@ -90,7 +90,7 @@ def test_the_toolchain_keeps_a_cryptography_that_does_not_warn_on_ansible_cores_
 
 # pip run as a program: in Python an argv with "-m", "pip" or a path ending in pip, then "install"/"download"; in a
 # shell script a command word ending in pip (not uv's `uv pip`), then install/download
-PY_INSTALLER = re.compile(r"""(?:["']-m["'],\s*["']pip["']|["']pip["']\))\s*,\s*["'](?:install|download)["']""")
+PY_INSTALLER = re.compile(r"""(?:["']-m["'],\s*["']pip["']|["']pip["']\)|\bpip)\s*,\s*["'](?:install|download)["']""")
 SH_INSTALLER = re.compile(r"""^[^#\n]*?(?<!uv )(?:\S*/)?pip"?\s+(?:install|download)\b""", re.M)
 
 
@@ -122,7 +122,7 @@ def test_every_installer_in_the_tests_takes_a_lock_by_hash_or_a_local_file():
     --require-hashes (a lock), --no-index (a wheel the test built), and ansible-test's pip bootstrap stand-in, which
     installs the versions ansible-test itself pins (checked at run time by tests/ci/locked.py all)."""
     found = _installers(_make_test_files())
-    assert {f for f, _n, _t in found} >= {"tests/ci/bootstrap.sh", "tests/ci/targets.sh",
+    assert {f for f, _n, _t in found} >= {"tests/ci/bootstrap.sh", "tests/ci/targets.sh", "tests/oracle/fetch.py",
                                           "tests/integration/test_uv_floor.py", "tests/unit/test_plan_release.py"}
     for path, line, call in found:
         if path == "tests/ci/get_pip_substitute.py":

@@ -59,8 +59,11 @@ def _fetch(release, name, dest):
     if not wheels:
         os.makedirs(wheel_dir, exist_ok=True)
         pip = os.path.join(ROOT, ".venv", "bin", "pip")
-        subprocess.run([pip, "download", "-q", "--no-deps", "--only-binary", ":all:"] + _platform_args(release, name)
-                       + ["%s==%s" % (name, version), "-d", wheel_dir], check=True)
+        pin = os.path.join(wheel_dir, "%s-%s.pin.txt" % (name, release))     # the lock's hashes, as pip takes them
+        with open(pin, "w") as f:
+            f.write("%s==%s %s\n" % (name, version, " ".join("--hash=sha256:%s" % h for h in sorted(hashes))))
+        subprocess.run([pip, "download", "-q", "--no-deps", "--require-hashes", "--only-binary", ":all:"]
+                       + _platform_args(release, name) + ["-r", pin, "-d", wheel_dir], check=True)
         wheels = glob.glob(os.path.join(wheel_dir, "%s-%s-*.whl" % (name.replace("-", "_"), version)))
     wheel = wheels[0]
     with open(wheel, "rb") as f:
