@@ -21,9 +21,10 @@ __metaclass__ = type
 
 import json
 import os
-import tempfile
+import re
 import time
 
+from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -83,37 +84,78 @@ def message_texts(items):
     return texts
 
 
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
 def run_dir(base=None):
-    """This ansible-playbook run's directory for group outcomes: the workers running a task are forked from the
-    playbook process, so its pid and start time name the run (two runs never share a directory)."""
-    ppid = os.getppid()
+    """This ansible-playbook run's directory for group outcomes: inside the run's own local temporary directory
+    (``C.DEFAULT_LOCAL_TMP``: made with mkdtemp, 0700, by the playbook process before it forks the workers that run
+    the tasks, and removed when the run ends), so no other local user can plant, read or forge it, and two runs never
+    share one. ``base``: another directory of this user's (``group_dir``), checked the same way."""
+    return os.path.join(base or C.DEFAULT_LOCAL_TMP, "gpuserve-groups")
+
+
+def _private_dir(path, make=True):
+    """A descriptor of directory ``path`` (made 0700 when missing and ``make``; None when missing otherwise), opened
+    without following a link and checked on the descriptor: a directory this user owns that no one else may write.
+    A tree another local user planted is refused (AnsibleActionFail naming it)."""
+    if make:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
     try:
-        with open("/proc/%d/stat" % ppid) as fh:
-            started = fh.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        started = "0"
-    return os.path.join(base or tempfile.gettempdir(), "gpuserve-groups", "%d-%s" % (ppid, started))
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise AnsibleActionFail("%s: not a directory of this user's to keep group outcomes in (%s)" % (path, e.strerror))
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        os.close(fd)
+        raise AnsibleActionFail("%s belongs to uid %d with mode %o: group outcomes are kept only in a directory of "
+                                "this user's (uid %d) that no one else may write; remove it or give another group_dir"
+                                % (path, st.st_uid, st.st_mode & 0o7777, os.geteuid()))
+    return fd
 
 
 def write_outcome(directory, member, outcome):
-    """One member's outcome, written beside and renamed (a reader never sees half a file)."""
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    path = os.path.join(directory, member + ".json")
-    tmp = path + ".tmp%d" % os.getpid()
-    with open(tmp, "w") as fh:
-        json.dump(outcome, fh)
-    os.rename(tmp, path)
+    """One member's outcome, written beside and renamed (a reader never sees half a file), relative to the checked
+    directory's descriptor: the file is created anew (O_EXCL), never through a link."""
+    parent = _private_dir(os.path.dirname(directory))
+    os.close(parent)
+    dfd = _private_dir(directory)
+    try:
+        tmp = "%s.json.tmp%d" % (member, os.getpid())
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except FileNotFoundError:
+            pass
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dfd)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(outcome, fh)
+        os.rename(tmp, member + ".json", src_dir_fd=dfd, dst_dir_fd=dfd)
+    finally:
+        os.close(dfd)
 
 
 def read_outcomes(directory, members):
-    """{member: outcome} of the members that have written one."""
+    """{member: outcome} of the members that have written one (read relative to the checked directory, never
+    through a link)."""
     found = {}
-    for member in members:
-        try:
-            with open(os.path.join(directory, member + ".json")) as fh:
-                found[member] = json.load(fh)
-        except (OSError, ValueError):
-            pass
+    dfd = _private_dir(directory, make=False)
+    if dfd is None:
+        return found
+    try:
+        for member in members:
+            try:
+                fd = os.open(member + ".json", os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd)
+                with os.fdopen(fd) as fh:
+                    found[member] = json.load(fh)
+            except (OSError, ValueError):
+                pass
+    finally:
+        os.close(dfd)
     return found
 
 
@@ -170,7 +212,13 @@ class ActionModule(ActionBase):
         if group and (me not in args["group_members"] or not args["group_stop"]):
             raise AnsibleActionFail("group=%s: group_members must list this host (%s) and group_stop must be the argv "
                                     "that stops it" % (group, me))
-        gdir = os.path.join(args["group_dir"] or run_dir(), group) if group else None
+        names = [group] + list(args["group_members"]) if group else []
+        bad_name = [n for n in names if not _NAME.match(str(n))]
+        if bad_name:
+            raise AnsibleActionFail("group=%s, group_members=%s: %r is not a name a file may take (letters, digits, "
+                                    "'_', '.', '-'; not beginning with '.' or '-')" % (group, args["group_members"],
+                                                                                        bad_name[0]))
+        gdir = os.path.join(run_dir(args["group_dir"]), group) if group else None
         peers = [m for m in args["group_members"] if m != me]
         stopped_for = None
         if args["interval"] < 0:

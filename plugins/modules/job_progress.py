@@ -74,8 +74,12 @@ options:
     type: float
     default: 600
   group_dir:
-    description: Controller directory for the outcomes (a subdirectory per group); default one per run under the
-      controller's temporary directory.
+    description:
+      - Controller directory for the outcomes (a subdirectory per group). Default - inside this run's own local
+        temporary directory (C(DEFAULT_LOCAL_TMP), made private, 0700, by ansible-playbook and removed when the run
+        ends), which no other local user can plant or read.
+      - A directory given here must be this user's and writable by no one else (it is made 0700 when missing); another
+        one is refused. Outcome files are created anew relative to the directory's descriptor, never through a link.
     type: path
 attributes:
   action:

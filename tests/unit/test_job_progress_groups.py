@@ -1,0 +1,104 @@
+"""Security round 3 (#58 item 3): a multi-node group's outcomes on the controller. They were kept in
+/tmp/gpuserve-groups/<ppid>-<start>, made with makedirs(exist_ok=True) and written with open(..., "w"), following
+links: another local user could plant the tree, forge a peer's failure (every rank stops itself) or make the operator
+overwrite a file of theirs. Now: this run's private local temporary directory, owner and mode checked on a
+descriptor, files created anew relative to it, never through a link."""
+import importlib.util
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from unit_helpers import CONTROLLER, ROOT, collection_by_path
+
+pytestmark = CONTROLLER
+
+
+@pytest.fixture(scope="module")
+def jp():
+    collection_by_path()
+    spec = importlib.util.spec_from_file_location("gpuserve_job_progress",
+                                                  os.path.join(ROOT, "plugins", "action", "job_progress.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_default_directory_is_inside_the_runs_private_temporary_directory(jp):
+    from ansible import constants as C  # pylint: disable=import-outside-toplevel
+    assert jp.run_dir() == os.path.join(C.DEFAULT_LOCAL_TMP, "gpuserve-groups")
+    assert os.stat(C.DEFAULT_LOCAL_TMP).st_mode & 0o777 == 0o700
+    assert not jp.run_dir().startswith("/tmp/gpuserve-groups")
+
+
+def test_outcomes_are_written_and_read_back_in_a_private_directory(jp, tmp_path):
+    gdir = os.path.join(jp.run_dir(str(tmp_path)), "g")
+    jp.write_outcome(gdir, "r1", {"member": "r1", "status": "ready"})
+    assert jp.read_outcomes(gdir, ["r0", "r1"]) == {"r1": {"member": "r1", "status": "ready"}}
+    assert os.stat(gdir).st_mode & 0o777 == 0o700
+    assert os.stat(os.path.join(gdir, "r1.json")).st_mode & 0o777 == 0o600
+
+
+def test_a_link_planted_for_a_members_file_is_replaced_never_written_through(jp, tmp_path):
+    victim = tmp_path / "operators-file"
+    victim.write_text("keep me\n")
+    gdir = os.path.join(jp.run_dir(str(tmp_path / "base")), "g")
+    os.makedirs(gdir, 0o700)
+    os.symlink(str(victim), os.path.join(gdir, "r0.json"))
+    os.symlink(str(victim), os.path.join(gdir, "r0.json.tmp%d" % os.getpid()))
+    assert jp.read_outcomes(gdir, ["r0"]) == {}          # a link is not read as an outcome
+    jp.write_outcome(gdir, "r0", {"status": "ready"})
+    assert victim.read_text() == "keep me\n"
+    assert not os.path.islink(os.path.join(gdir, "r0.json"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"),
+                    reason="plants a tree as another account (needs root and the system's python3)")
+def test_a_tree_another_user_planted_is_refused_and_no_forged_failure_is_read(jp):
+    nobody = pwd.getpwnam("nobody")
+    shared = tempfile.mkdtemp(dir="/tmp")           # a directory anyone may write in, as /tmp is
+    try:
+        os.chmod(shared, 0o1777)
+        # another local user plants the group directory with a forged failure of rank 0
+        code = ("import json, os; d = %r; os.makedirs(d + '/gpuserve-groups/g', 0o755); "
+                "json.dump({'member': 'r0', 'status': 'failed', 'msg': 'forged'}, "
+                "open(d + '/gpuserve-groups/g/r0.json', 'w'))" % shared)
+        subprocess.run(["/usr/bin/python3", "-c", code], check=True, user=nobody.pw_uid, group=nobody.pw_gid,
+                       extra_groups=[], cwd="/")
+        gdir = os.path.join(jp.run_dir(shared), "g")
+        with pytest.raises(jp.AnsibleActionFail, match="belongs to uid %d" % nobody.pw_uid):
+            jp.read_outcomes(gdir, ["r0"])
+        with pytest.raises(jp.AnsibleActionFail, match="no one else may write"):
+            jp.write_outcome(gdir, "r1", {"status": "ready"})
+    finally:
+        shutil.rmtree(shared)
+
+
+def test_a_directory_others_may_write_is_refused(jp, tmp_path):
+    base = tmp_path / "shared"
+    base.mkdir()
+    os.chmod(str(base), 0o777)
+    with pytest.raises(jp.AnsibleActionFail, match="mode 777"):
+        jp.write_outcome(os.path.join(str(base), "g"), "r1", {"status": "ready"})
+
+
+def test_a_linked_group_directory_is_refused(jp, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    base = tmp_path / "base" / "gpuserve-groups"
+    base.mkdir(parents=True, mode=0o700)
+    os.symlink(str(elsewhere), str(base / "g"))
+    with pytest.raises(jp.AnsibleActionFail, match="not a directory of this user's"):
+        jp.write_outcome(str(base / "g"), "r1", {"status": "ready"})
+    assert os.listdir(str(elsewhere)) == []
+
+
+def test_outcome_json_round_trip_is_plain_json(jp, tmp_path):
+    gdir = os.path.join(jp.run_dir(str(tmp_path)), "g")
+    jp.write_outcome(gdir, "r0", {"member": "r0", "status": "failed", "msg": "x"})
+    with open(os.path.join(gdir, "r0.json")) as fh:
+        assert json.load(fh)["status"] == "failed"
