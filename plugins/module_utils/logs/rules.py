@@ -169,22 +169,30 @@ _DRAFT_FRAMES = ("maybe_init_draft_worker", "init_draft_worker", "EAGLEWorker", 
 REDACTED = "<redacted>"
 
 
-# Cheap gate (plain substring tests: most lines never reach the rules): a secret-like name, a token field or query
-# parameter, a bearer, URL credentials. Counters SGLang prints ("#token: 45", "token usage", "max_total_num_tokens=")
-# are not secrets and stay readable.
+# Cheap gate (plain substring tests: most lines never reach the rules): a secret-like name (api_key, api-key,
+# admin-api-key, secret, password, *_token, *-token), a token field or query parameter, a bearer, URL credentials.
+# Counters SGLang prints ("#token: 45", "token usage", "max_total_num_tokens=") are not secrets and stay readable.
 def _maybe_secret(line):
-    """True when a redaction rule could match (case variants spelled out: no lower() copy of every line)."""
-    return ("pi_key" in line or "PI_KEY" in line or "_token" in line or "_TOKEN" in line or "ecret" in line
-            or "ECRET" in line or "assw" in line or "ASSW" in line or "earer " in line or "EARER " in line
-            or "token=" in line or "token:" in line and ("token: '" in line or 'token: "' in line
-                                                         or "token:'" in line or 'token:"' in line)
-            or "://" in line and "@" in line)
+    """True when a redaction rule could match (one lower-case copy, then plain substring tests)."""
+    low = line.lower()
+    return ("pi_key" in low or "pi-key" in low or "pikey" in low or "_token" in low or "ecret" in low
+            or "assw" in low or "earer " in low or "token=" in low
+            or "token" in low and ("token: '" in low or 'token: "' in low or "token:'" in low or 'token:"' in low
+                                   or "token\": " in low or "token': " in low)
+            or "-token" in low and "--" in low
+            or "://" in low and "@" in low)
 
 
 # a quoted value may hold its own quote escaped: Python's repr of a key with both ' and " is 'a\'b"c' (the value
-# ended at the escaped quote before, and the rest of the key was printed)
+# ended at the escaped quote before, and the rest of the key was printed); an unquoted value runs to a blank, a
+# comma, a closing bracket or a quote
 _QUOTED = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
-_VALUE = r"(" + _QUOTED + r"|[^\s,)'\"]+)"
+_VALUE = r"(" + _QUOTED + r"|[^\s,)\]}'\"]+)"
+# a secret's name, in any of the spellings a repr, a JSON or YAML dump, an env listing or a command line uses:
+# api_key / api-key / apiKey / admin_api_key, secret, password / passwd, hf_token (never a bare token); a flag also
+# --hf-token / --access-token. Not SGLang's counters: "#new-token: 8", "#cached-token: 0", "#token: 45".
+_NAME = r"[\w-]*?(?:api[-_]?key|secret|passw(?:or)?d|_token)(?![\w-])"
+_FLAG_NAME = r"[\w-]*?(?:api[-_]?key|secret|passw(?:or)?d|[-_]token)(?![\w-])"
 
 
 def _keep_quotes(m):
@@ -197,10 +205,13 @@ def _keep_quotes(m):
 
 
 _SECRET_RULES = (
-    # name='value' / name="value" / name=value / name: value of a repr, a config dump or an env listing
-    (re.compile(r"(?i)\b(\w*(?:api_key|secret|password)|\w+_token)(=|: ?)" + _VALUE), _keep_quotes),
-    # a bare token field only with a quoted value (token='hf_...'), never a counter
-    (re.compile(r"(?i)\b(token)(=|: ?)(" + _QUOTED + ")"), _keep_quotes),
+    # a command line, or its repr: --api-key X, --api-key=X, '--api-key', 'X' (a value beginning with - is a flag)
+    (re.compile(r"(?i)(--" + _FLAG_NAME + r")(=|\s+|['\"],\s*)(?!-)" + _VALUE), _keep_quotes),
+    # name='value' / name="value" / name=value / name: value / "name": "value" of a repr, a config dump, JSON, YAML
+    # or an env listing
+    (re.compile(r"(?i)(?<![\w#-])(['\"]?" + _NAME + r"['\"]?)(\s*(?:=|:)\s*)" + _VALUE), _keep_quotes),
+    # a bare token field only with a quoted value (token='hf_...', "token": "hf_..."), never a counter
+    (re.compile(r"(?i)(?<![\w-])(['\"]?token['\"]?)(\s*(?:=|:)\s*)(" + _QUOTED + ")"), _keep_quotes),
     # a token in a query string: ?token=..., &access_token=...
     (re.compile(r"(?i)([?&]\w*token=)[^&\s'\"]+"), lambda m: m.group(1) + REDACTED),
     # scheme://user:password@host
@@ -227,7 +238,7 @@ def _strip(line):
     """Remove ANSI colour codes, CR and a journald/syslog prefix from one raw line; redact secrets."""
     if "\x1b" in line:
         line = _ANSI.sub("", line)
-    line = line.rstrip("\r\n")
+    line = redact(line.rstrip("\r\n"))     # first: a secret across the cut would be left half unredacted
     if len(line) > MAX_LINE:
         line = line[:MAX_LINE]
     c0 = line[:1]
@@ -245,7 +256,7 @@ def _strip(line):
         m = _JOURNAL.match(line)
         if m:
             line = line[m.end():]
-    return redact(line)
+    return line
 
 
 def _gb(value, unit):
