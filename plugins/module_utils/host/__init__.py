@@ -17,12 +17,13 @@ from .nvidia import (LIB_DIRS, SMI_ARGV, dkms_has_module, gpu_facts, gpus_proble
 from .layout import LayoutError, System, run
 from .gpus import GpuReadError, gpu_metrics, read_gpus, read_node_facts
 from .outcome import Failed
-from .exposition import label_value, render, write_textfile
+from .exposition import TextfileDirError, label_value, remove_textfile, render, write_textfile
 
 __all__ = (
-    "Failed", "GpuReadError", "LIB_DIRS", "LayoutError", "SMI_ARGV", "System", "dkms_has_module", "gpu_facts",
+    "Failed", "GpuReadError", "LIB_DIRS", "LayoutError", "SMI_ARGV", "System", "TextfileDirError", "dkms_has_module",
+    "gpu_facts",
     "gpu_metrics", "gpus_problem", "has_control", "headers_packages", "label_value", "parse_os_release",
     "parse_proc_devices", "parse_smi_csv", "policy_versions", "read_gpus", "read_json", "read_node", "read_node_facts",
-    "render", "run", "secret_problem", "select_gpus", "userspace_versions", "write_json", "write_private",
+    "remove_textfile", "render", "run", "secret_problem", "select_gpus", "userspace_versions", "write_json", "write_private",
     "write_textfile",
 )

@@ -343,8 +343,24 @@ def _absent(entry, check, report, diffs):
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
         else:
-            os.unlink(path)
+            _unlink_in_parent(path)
     return True
+
+
+def _unlink_in_parent(path):
+    """Unlink ``path`` relative to its directory opened without following a link: a parent swapped for a link (a
+    textfile directory its owner turned into one) is refused, never followed to unlink a file of the same name
+    elsewhere."""
+    directory, name = os.path.split(path)
+    try:
+        dfd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise LayoutError("%s: its directory %s cannot be opened without following a link (%s); nothing was removed"
+                          % (path, directory, e.strerror))
+    try:
+        os.unlink(name, dir_fd=dfd)
+    finally:
+        os.close(dfd)
 
 
 def _units(units, system, check, report):
