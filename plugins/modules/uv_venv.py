@@ -127,6 +127,12 @@ options:
         directory only. The finished build is then sealed - owned by root and not writable by anyone else - before
         it is switched in, so root never runs a file the service account could change. Needs the module to run as
         root. A build made before sealing existed is sealed on the next run (RV(decision=seal)).
+      - uv runs with C(UV_NO_CONFIG=1) (no C(uv.toml) of the account is read) and C(UV_LINK_MODE=copy) (every file
+        the build's own, with one link; set in O(public_environment) or not). The seal is refused - a fresh build
+        removed, the venv in service untouched - when a process holds a file of the build open for writing (before
+        or after it), a regular file has more than one hard link (checked before anything is re-owned), a link points
+        outside the build (the venv's own interpreter links aside), or an installed file is not what its package's
+        dist-info C(RECORD) says (a poisoned cache entry).
     type: str
   keep:
     description: Previous complete builds kept for a quick switch back.

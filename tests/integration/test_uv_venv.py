@@ -441,3 +441,39 @@ def test_switch_to_a_build_that_is_not_there_is_refused_with_the_builds_there(si
         assert r["msg"] == ("switch_to=%s: %s.builds holds no complete sealed build of that id (it holds: %s); %s is "
                             "unchanged" % (bad, site["path"], live["build"], site["path"]))
     assert os.path.realpath(site["path"]) == live["build_path"]
+
+
+def test_the_build_accounts_uv_config_is_never_read_and_every_file_is_a_copy(site):
+    """#58 item 2: uv read the build account's ~/.config/uv/uv.toml - link-mode = "symlink" there made the venv's
+    files links into that account's cache, which root then imports from. The build runs with UV_NO_CONFIG=1 and
+    copies (UV_LINK_MODE=copy): each file is the build's own, with one link."""
+    conf = site["tmp"] / "xdg" / "uv"
+    conf.mkdir(parents=True)
+    (conf / "uv.toml").write_text('link-mode = "symlink"\ncache-dir = "%s"\n' % (site["tmp"] / "their-cache"))
+    r = run_module(M, args(site, lock(site, "alpha==1.0")), env={"XDG_CONFIG_HOME": str(site["tmp"] / "xdg")})
+    assert r.get("failed") is not True, r.get("msg")
+    init = pathlib.Path(r["build_path"]).glob("lib/python3*/site-packages/alpha/__init__.py")
+    init = next(init)
+    assert not init.is_symlink() and os.stat(str(init)).st_nlink == 1
+    assert not (site["tmp"] / "their-cache").exists()
+
+
+def test_a_poisoned_cache_entry_never_comes_out_sealed(site):
+    """#58 item 2: an entry of uv's cache changed by whoever can write the cache was copied into the build and sealed
+    as root's. Every installed file is checked against its package's RECORD before the switch: the build is refused
+    and removed, the venv in service untouched."""
+    cache = site["tmp"] / "uv-cache"
+    env = {"UV_CACHE_DIR": str(cache)}
+    first = run_module(M, args(site, lock(site, "alpha==1.0", name="a.lock"), public_environment=env))
+    assert first.get("failed") is not True, first.get("msg")
+    poisoned = [p for p in cache.rglob("beta/__init__.py")]
+    assert poisoned, "uv kept no unpacked beta in its cache"
+    for p in poisoned:
+        os.chmod(str(p), 0o644)
+        p.write_text("import os\nos.system('touch /tmp/pwned-by-cache')\n")
+    r = run_module(M, args(site, lock(site, "alpha==1.0", "gamma==1.0", name="b.lock"), public_environment=env))
+    assert r["failed"] is True and r["changed"] is False
+    assert "an installed file is not what its package's RECORD says" in r["msg"] and "beta/__init__.py" in r["msg"]
+    assert "the build is refused and removed" in r["msg"]
+    assert os.path.realpath(site["path"]) == first["build_path"]
+    assert sorted(os.listdir(site["path"] + ".builds")) == [first["build"]]

@@ -11,6 +11,7 @@ import yaml
 from unit_helpers import ROOT, load_module_util
 
 uv = load_module_util("venv.uv")
+S = load_module_util("venv.seal")
 LOCK = os.path.join(ROOT, "roles", "sglang_venv", "files", "locks", "sglang-0.5.9.lock")
 
 
@@ -189,7 +190,7 @@ def test_a_marker_round_trips_and_a_sealed_build_is_roots_without_group_or_other
     (build / uv.MARKER).write_text("{not json")
     assert uv.read_marker(str(build)) is None                     # a torn marker is no marker
     before = os.stat("/etc/passwd").st_mode
-    uv.seal(str(build))
+    S.seal(str(build))
     assert stat.S_IMODE(os.stat(str(f)).st_mode) == 0o644 and os.stat(str(f)).st_uid == 0
     assert os.stat("/etc/passwd").st_mode == before               # the link's target untouched
 
@@ -273,13 +274,13 @@ def test_a_set_id_file_the_service_made_is_not_sealed_into_a_set_id_root_program
             os.chown(path, nobody.pw_uid, nobody.pw_gid)
         os.chmod(evil, 0o6777)
         os.chmod(os.path.join(build, "bin"), 0o3777)        # set-gid and sticky on a directory too
-        cleared = uv.seal(build)
+        cleared = S.seal(build)
         assert sorted(cleared) == sorted([os.path.join(build, "bin"), evil])
         assert stat.S_IMODE(os.stat(evil).st_mode) == 0o755 and os.stat(evil).st_uid == 0
         assert stat.S_IMODE(os.stat(os.path.join(build, "bin")).st_mode) == 0o755
         out = subprocess.run(["runuser", "-u", "nobody", "--", evil, "-u"], capture_output=True, text=True, check=True)
         assert out.stdout.strip() == str(nobody.pw_uid)
-        assert uv.seal(build) == []                          # sealed again: nothing left to clear
+        assert S.seal(build) == []                          # sealed again: nothing left to clear
     finally:
         shutil.rmtree(top)
 
@@ -296,12 +297,12 @@ def test_seal_changes_a_linked_directory_never_its_target_and_refuses_a_fifo(tmp
     (build / "lib").mkdir(parents=True)
     os.symlink(str(outside), str(build / "lib" / "site"))
     before = os.stat(str(secret))
-    uv.seal(str(build))
+    S.seal(str(build))
     after = os.stat(str(secret))
     assert (after.st_mode, after.st_uid) == (before.st_mode, before.st_uid)
     os.mkfifo(str(build / "lib" / "pipe"))
-    with pytest.raises(uv.SealError, match=r"lib/pipe: the build made a FIFO"):
-        uv.seal(str(build))
+    with pytest.raises(S.SealError, match=r"lib/pipe: the build made a FIFO"):
+        S.seal(str(build))
 
 
 def test_a_flash_attn_source_build_installs_its_sdist_by_hash_and_never_fetches_a_prebuilt_wheel():

@@ -10,10 +10,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from .uv import (BuildProgress, IMPORTS_CACHE, MARKER, SealError, UV_MIN, UV_MIN_WHY, VERIFY_CODE, build_id, decide,
+from .seal import SealError, links_leaving, open_writers, record_mismatches, seal
+from .uv import (BuildProgress, IMPORTS_CACHE, MARKER, UV_MIN, UV_MIN_WHY, VERIFY_CODE, build_id, decide,
                  find_argv, flash_attn_mismatches, gpu_view, imports_fingerprint, install_steps, max_build_jobs,
                  parse_flash_attn_wheel, parse_lock, parse_verify, prune, read_imports_cache, read_marker,
-                 run_streaming, seal, source_args, tool_problem, uv_version_problem, venv_argv, write_imports_cache,
+                 run_streaming, source_args, tool_problem, uv_version_problem, venv_argv, write_imports_cache,
                  write_marker)
 from .compat import (MAJOR_MINIMUM, TOOLKIT_DRIVER, driver_check, lock_cuda, lock_requirements, marker_env, marker_holds,
                      parse_tags, tag_installs, wheels_check)
@@ -23,8 +24,8 @@ __all__ = (
     "ARGUMENT_SPEC", "BuildProgress", "IMPORTS_CACHE", "MAJOR_MINIMUM", "MARKER", "MIN_PYTHON", "REQUIRED_IF",
     "SealError", "TOOLKIT_DRIVER", "UV_MIN", "UV_MIN_WHY", "VenvFailed", "VenvManager", "VERIFY_CODE", "build_id",
     "decide", "driver_check", "find_argv", "flash_attn_mismatches", "gpu_view", "imports_fingerprint", "install_steps",
-    "lock_cuda", "lock_requirements", "marker_env", "marker_holds", "max_build_jobs", "parse_flash_attn_wheel",
-    "parse_lock", "parse_tags", "parse_verify", "prune", "read_imports_cache", "read_marker", "run_streaming", "seal",
+    "links_leaving", "lock_cuda", "lock_requirements", "marker_env", "marker_holds", "max_build_jobs", "open_writers", "parse_flash_attn_wheel",
+    "parse_lock", "parse_tags", "parse_verify", "prune", "read_imports_cache", "read_marker", "record_mismatches", "run_streaming", "seal",
     "source_args", "tag_installs", "tool_problem", "uv_version_problem", "venv_argv", "wheels_check",
     "write_imports_cache", "write_marker",
 )

@@ -25,9 +25,10 @@ import shutil
 import time
 
 from ..host import Failed, write_json
-from .uv import (MARKER, VERIFY_CODE, BuildProgress, SealError, build_id, decide, find_argv, gpu_view,
-                 imports_fingerprint, install_steps, parse_lock, parse_verify, prune, read_imports_cache, read_marker,
-                 run_streaming, seal, tool_problem, uv_version_problem, venv_argv, write_imports_cache, write_marker)
+from .seal import SealError, links_leaving, open_writers, record_mismatches, seal
+from .uv import (MARKER, VERIFY_CODE, BuildProgress, build_id, decide, find_argv, gpu_view, imports_fingerprint,
+                 install_steps, parse_lock, parse_verify, prune, read_imports_cache, read_marker, run_streaming,
+                 tool_problem, uv_version_problem, venv_argv, write_imports_cache, write_marker)
 
 MIN_PYTHON = (3, 10)   # sglang 0.5.9's Requires-Python
 _VERSION_CODE = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
@@ -90,6 +91,11 @@ class Runner(object):
         self.env.update((k, str(v)) for k, v in (p["environment"] or {}).items())
         self.env["UV_PYTHON_DOWNLOADS"] = "automatic" if p["python_downloads"] else "never"
         self.env["UV_NO_PROGRESS"] = "1"
+        # the build account's own uv.toml (~/.config/uv, or a uv.toml the build could find) is never read: a
+        # link-mode = "symlink" there made root import from that account's cache; and every file is copied into the
+        # build (one link each: the seal re-owns it, never a cache entry it shares an inode with)
+        self.env["UV_NO_CONFIG"] = "1"
+        self.env["UV_LINK_MODE"] = "copy"
         self.user = None
         self.elapsed = 0.0
         self.last_out = ""
@@ -429,7 +435,7 @@ class VenvManager(object):
             shutil.rmtree(build_dir, ignore_errors=True)
             self.result.update(changed=False, build=self.active_id, build_path=self.active_target)
             self.fail("%s; the venv in service (%s) is untouched" % (failure, self.active_target or "none"))
-        self.seal()
+        self.seal(fresh=True)
         write_marker(build_dir, dict(build=self.wanted, lock_sha256=self.lock_sha, python=self.py_version,
                                      packages=p["packages"], packages_no_deps=p["packages_no_deps"], extra=p["extra"],
                                      created=time.time(), sealed=True))
@@ -447,13 +453,30 @@ class VenvManager(object):
                 return err
         return None
 
-    def seal(self):
+    def seal(self, fresh=False):
         """Seal the build (root's, read-only, no set-id bit); name every file whose set-id or sticky bit was
-        cleared."""
+        cleared. Refused - a fresh build removed, the venv in service untouched - when a process holds a file of the
+        build open for writing (before and after the seal), a link leaves the build, a file has another hard link, or
+        an installed file is not what its package's RECORD says."""
+        build_dir = self.build_dir
         try:
-            cleared = seal(self.build_dir)
+            writers = open_writers(build_dir, own_pid=os.getpid())
+            if writers:
+                raise SealError("%s is held open for writing by %s: what it writes after the seal would be root's venv; "
+                                "stop it and build again" % (build_dir, "; ".join(writers[:5])))
+            cleared = seal(build_dir)
+            problems = [("a process holds a file open for writing", open_writers(build_dir, own_pid=os.getpid())),
+                        ("a link points outside the build", links_leaving(build_dir)),
+                        ("an installed file is not what its package's RECORD says", record_mismatches(build_dir))]
+            for what, found in problems:
+                if found:
+                    raise SealError("%s: %s: %s" % (build_dir, what, "; ".join(found[:5])))
         except SealError as e:
-            self.fail("%s; the venv in service is untouched" % e)
+            if fresh:
+                shutil.rmtree(build_dir, ignore_errors=True)
+                self.result.update(changed=False, build=self.active_id, build_path=self.active_target)
+            self.fail("%s; the build is refused%s and the venv in service (%s) is untouched" % (
+                e, " and removed" if fresh else "", self.active_target or "none"))
         self.result["setid_cleared"] = cleared
         if cleared:
             self.warnings.append("the build held set-id or sticky bits, cleared when it was sealed (a package does "

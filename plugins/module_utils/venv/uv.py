@@ -13,7 +13,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import errno
 import hashlib
 import json
 import os
@@ -423,59 +422,6 @@ def tool_problem(path):
         if parent == here:
             return None
         here = parent
-
-
-class SealError(Exception):
-    """A build holds what sealing cannot make safe (a device, a FIFO, a socket): named, the build not used."""
-
-
-_OPEN_ENTRY = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-
-
-def seal(path):
-    """Make a finished build root's and read-only to everyone else; return the paths that carried a set-user-id,
-    set-group-id or sticky bit (all cleared).
-
-    The service account built it and may still be running something in it, so nothing here goes by a path it could
-    swap: the tree is walked with directory file descriptors (``os.fwalk``, links not followed, each directory
-    checked to be the one listed), every entry is opened relative to its directory with ``O_NOFOLLOW`` and changed
-    through that descriptor (``fchown``, ``fchmod``); a link is re-owned itself (``follow_symlinks=False``), never
-    its target. Modes lose group/other write and 07000: ``chown`` clears the set-id bits but a ``chmod`` with the
-    old mode put them back, so a file the service made 06777 became a set-id root program."""
-    cleared = []
-    top = os.open(path, _OPEN_ENTRY | os.O_DIRECTORY)
-    try:
-        _seal_fd(top, path, cleared)
-    finally:
-        os.close(top)
-    for root, dirs, files, dirfd in os.fwalk(path, follow_symlinks=False):
-        for name in dirs + files:
-            try:
-                fd = os.open(name, _OPEN_ENTRY, dir_fd=dirfd)
-            except OSError as e:
-                if e.errno != errno.ELOOP:
-                    raise
-                os.chown(name, 0, 0, dir_fd=dirfd, follow_symlinks=False)   # a link: itself, never its target
-                continue
-            try:
-                _seal_fd(fd, os.path.join(root, name), cleared)
-            finally:
-                os.close(fd)
-    return cleared
-
-
-def _seal_fd(fd, name, cleared):
-    st = os.fstat(fd)
-    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-        raise SealError("%s: the build made a %s, which a venv never holds; remove the build directory and build again"
-                        % (name, "FIFO" if stat.S_ISFIFO(st.st_mode) else "special file"))
-    if (st.st_uid, st.st_gid) != (0, 0):
-        os.fchown(fd, 0, 0)
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & 0o7000:
-        cleared.append(name)
-    if mode & 0o7022 or (st.st_uid, st.st_gid) != (0, 0):
-        os.fchmod(fd, mode & ~0o7022)
 
 
 def write_marker(build_dir, data):

@@ -36,12 +36,13 @@ def builds(host):
 
 
 def upgrade(*extra):
-    """rollout.yml -e rollout_venv=true with the release moved to 0.5.23. Its build uses uv's own cache in the
-    service account's home (production's default) instead of the lab's shared cache: that one is mounted from outside
-    the CT, so uv copies from it and 0.5.23's 9.5 GB would be on the disk twice (the disk of a CI machine is not
-    always large enough); inside the CT uv hard-links them into the venv."""
+    """rollout.yml -e rollout_venv=true with the release moved to 0.5.23. Every build copies its files (one link
+    each: the seal re-owns them, #58 item 2), so a cache that stayed would keep 0.5.23's 9.5 GB on the disk twice (the
+    disk of a CI machine is not always large enough): this build runs with no cache kept (UV_NO_CACHE, uv's own
+    temporary one), not the lab's shared cache."""
     return runbook("rollout.yml", "-e", json.dumps(dict({"rollout_venv": True, "sglang_venv_sglang_version": NEXT,
-                                                         "sglang_venv_public_environment": {}}, **dict(extra))))
+                                                         "sglang_venv_public_environment": {"UV_NO_CACHE": "1"}},
+                                                        **dict(extra))))
 
 
 def test_the_next_release_is_refused_on_a_driver_too_old_for_its_cuda_before_anything_is_built(host):
