@@ -289,7 +289,7 @@ explain:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils.plan import PLAN_ARGUMENT_SPEC, PlanRefused, plan_request
-from ansible_collections.gpuserve.sglang.plugins.module_utils.server import validate_args
+from ansible_collections.gpuserve.sglang.plugins.module_utils.server import numeric_args, validate_args
 
 
 def main():
@@ -299,6 +299,7 @@ def main():
     problems = validate_args(module.params["args"], module.params.get("release"))
     if problems:
         module.fail_json(msg="; ".join(problems))
+    module.params["args"] = numeric_args(module.params["args"])     # -e tp_size=2 reaches a play as text
     try:
         result, warnings = plan_request(**module.params)
     except PlanRefused as exc:

@@ -65,6 +65,7 @@ mkdir -p "$lane_dir"
 ) > "$lane_dir/pytest-lane.log" 2>&1 &
 lane_pid=$!
 
-step "plan.yml (the main job)" ansible-playbook playbooks/plan.yml || finish 1
+# the motivating case: the plan predicts the pool error (plan_expect_failure: that is what it shows)
+step "plan.yml (the main job)" ansible-playbook playbooks/plan.yml -e plan_expect_failure=true || finish 1
 step "molecule scenarios, lane a (lab slot 0: the lab's smoke and the rest)" tests/ci/molecule-all.sh a || finish 1
 finish 0

@@ -61,7 +61,8 @@ def test_the_installed_copy_documents_every_module_and_runs_the_main_job(install
         doc = subprocess.run([os.path.join(VENV_BIN, "ansible-doc"), "--json", name], capture_output=True, text=True,
                              env=installed["env"], cwd=installed["tmp"], check=True)
         assert os.path.realpath(json.loads(doc.stdout)[name]["doc"]["filename"]).startswith(os.path.realpath(where))
-    plan = subprocess.run([os.path.join(VENV_BIN, "ansible-playbook"), "gpuserve.sglang.plan"],
+    plan = subprocess.run([os.path.join(VENV_BIN, "ansible-playbook"), "gpuserve.sglang.plan", "-e",
+                           "plan_expect_failure=true"],
                           capture_output=True, text=True, env=installed["env"], cwd=installed["tmp"], check=False)
     assert plan.returncode == 0, plan.stdout[-2000:] + plan.stderr[-2000:]
     assert "Outcome: kv_pool_oom" in plan.stdout

@@ -71,7 +71,7 @@ def test_good_inventory_values_pass_the_first_play(tmp_path):
 
 def test_the_plan_chart_is_printed_as_one_block_a_person_reads_at_a_glance():
     """plan.yml through the configured (YAML) callback: one literal block, every bar on its own unwrapped line."""
-    p = ansible_playbook(os.path.join(ROOT, "playbooks", "plan.yml"))
+    p = ansible_playbook(os.path.join(ROOT, "playbooks", "plan.yml"), "-e", "plan_expect_failure=true")
     assert p.returncode == 0, p.stdout[-2000:]
     lines = [line[8:] for line in p.stdout.splitlines() if line.startswith(" " * 8)]
     assert "msg: |-" in p.stdout
@@ -148,8 +148,31 @@ def test_status_names_a_nodes_lost_gpu_in_one_line(tmp_path):
 def test_the_plan_chart_reads_line_by_line_under_the_default_callback_too():
     """#45 item 8: a user's own project (the default JSON result format) gets one chart line per list item, not one
     string full of \\n."""
-    p = ansible_playbook(os.path.join(ROOT, "playbooks", "plan.yml"), env={"ANSIBLE_CALLBACK_RESULT_FORMAT": "json"})
+    p = ansible_playbook(os.path.join(ROOT, "playbooks", "plan.yml"), "-e", "plan_expect_failure=true",
+                         env={"ANSIBLE_CALLBACK_RESULT_FORMAT": "json"})
     assert p.returncode == 0, p.stdout[-2000:]
     assert '"msg": [' in p.stdout and "\\n" not in p.stdout
     assert '"  weights        25.43 GiB |######################",' in p.stdout
     assert '"  KV cache       -2.95 GiB |<0: over budget by 2.95 GiB",' in p.stdout
+
+
+def test_a_plan_that_predicts_the_launch_dies_fails_the_play_unless_expected():
+    """#60 item 6: plan.yml ended failed=0 when it predicted the pool error; the recap says it now, and the task name
+    names no release it may not be planning."""
+    p = ansible_playbook(os.path.join(ROOT, "playbooks", "plan.yml"))
+    assert p.returncode != 0 and "failed=1" in p.stdout, p.stdout[-2000:]
+    said = " ".join(p.stdout.split())
+    assert "SGLang 0.5.9 is predicted to die with these args: kv_pool_oom (nothing was launched)" in said
+    assert "Outcome: kv_pool_oom" in p.stdout                      # the plan itself was shown first
+    assert "SGLang 0.5.9's arithmetic" not in p.stdout
+    expected = ansible_playbook(os.path.join(ROOT, "playbooks", "plan.yml"), "-e", "plan_expect_failure=true")
+    assert expected.returncode == 0 and "failed=0" in expected.stdout, expected.stdout[-2000:]
+    assert "SGLang 0.5.9: kv_pool_oom predicted, as plan_expect_failure says" in expected.stdout
+    # 0.5.23's own arithmetic: the same args start there, with a shorter pool than the context (no failure)
+    newer = ansible_playbook(os.path.join(ROOT, "playbooks", "plan.yml"), "-e", "plan_release=0.5.23")
+    assert newer.returncode == 0 and "Outcome: context_truncated" in newer.stdout, newer.stdout[-2000:]
+    starts = ansible_playbook(os.path.join(ROOT, "playbooks", "plan.yml"), "-e", "plan_gpu_profile=h100-80gb",
+                            "-e", "plan_gpu_count=1", "-e",
+                            '{"plan_args": {"tp_size": 1, "speculative_algorithm": null}}')
+    assert starts.returncode == 0 and "Outcome: context_truncated" in starts.stdout, starts.stdout[-2000:]
+

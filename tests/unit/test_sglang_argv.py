@@ -34,7 +34,8 @@ def test_config_file_must_be_yaml_as_sglang_demands_and_args_cannot_carry_config
     ({"mem_fraction_static": 1.2}, "args.mem_fraction_static=1.2: outside (0.0, 1.0)"),
     ({"mem_fraction_static": 0}, "args.mem_fraction_static=0: outside (0.0, 1.0)"),
     ({"mem_fraction_static": 1.0}, "outside (0.0, 1.0)"),
-    ({"mem_fraction_static": "0.85"}, "must be a number in (0.0, 1.0)"),
+    ({"mem_fraction_static": "high"}, "must be a number in (0.0, 1.0)"),
+    ({"mem_fraction_static": "1.5"}, "args.mem_fraction_static=1.5: outside (0.0, 1.0)"),
     ({"tp_size": 0}, "args.tp_size=0: outside [1, 1024]"),
     ({"tp_size": 2.5}, "must be a whole number"),
     ({"tp_size": True}, "must be a whole number"),
@@ -244,3 +245,13 @@ def test_the_collections_own_flags_are_last_on_argv_so_nothing_follows_them():
                          config_file="/etc/s/q.yaml")
     assert argv[3:] == ["--tp-size", "2", "--trust-remote-code", "--host", "127.0.0.1", "--port", "1", "--model-path", "/m",
                         "--config", "/etc/s/q.yaml"]
+
+
+def test_a_number_given_as_text_on_the_command_line_is_taken():
+    """#60 item 6: -e sglang_server_port=22 is text, as every -e key=value is; it was refused as "args.port='22'
+    must be a whole number"."""
+    assert A.validate_args({"host": "127.0.0.1", "port": "22", "tp_size": "2", "mem_fraction_static": "0.8"}) == []
+    assert A.server_argv("/p", "/m", {"host": "h", "port": "22"})[-4:-2] == ["--port", "22"]
+    assert A.numeric_args({"port": "22", "mem_fraction_static": "0.85", "served_model_name": "7", "tp_size": "2x"}) == {
+        "port": 22, "mem_fraction_static": 0.85, "served_model_name": "7", "tp_size": "2x"}
+    assert "args.tp_size='2x': must be a whole number" in A.validate_args({"tp_size": "2x"})[0]

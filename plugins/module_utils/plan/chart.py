@@ -38,6 +38,7 @@ def explain(result, model=None):
         for label, val in rows:
             if label in ("spec verify", "mamba state") and not val:
                 continue
+            val = round(val, 2) + 0.0          # a few bytes under zero is no "-0.00 GiB" (+ 0.0: no negative zero)
             mark = _bar(val, m0)
             if val < 0:
                 mark = "<0: over budget by %.2f GiB" % -val

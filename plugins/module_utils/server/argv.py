@@ -253,11 +253,12 @@ def validate_args(args, release=None):
         return problems
     problems.extend(name_problems([k for k in args or {} if k not in ("host", "port")], "server", release))
     problems.extend(value_problems(args))
+    numbers = numeric_args(args)
     for key in sorted(args or {}):
         if key not in _NUMERIC or args[key] is None:
             continue
         kind, low, high, low_in, high_in, what = _NUMERIC[key]
-        value = args[key]
+        value = numbers[key]
         rng = "%s%s, %s%s" % ("[" if low_in else "(", low, high, "]" if high_in else ")")
         ok_type = isinstance(value, (int, float)) and not isinstance(value, bool)
         if kind is int and isinstance(value, float):
@@ -270,6 +271,24 @@ def validate_args(args, release=None):
         if (value < low or (value == low and not low_in)) or (value > high or (value == high and not high_in)):
             problems.append("args.%s=%s: outside %s (%s)" % (key, value, rng, what))
     return problems
+
+
+_INT_TEXT = re.compile(r"\A[+-]?[0-9]+\Z")
+_FLOAT_TEXT = re.compile(r"\A[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)?\Z")
+
+
+def numeric_args(args):
+    """``args`` with the numeric server args given as text made numbers: every ``-e key=value`` reaches a play as a
+    string (``-e sglang_server_port=22``), as Ansible's own int options take them. Anything else is left as it is."""
+    out = dict(args or {})
+    for key, value in out.items():
+        if key in _NUMERIC and isinstance(value, str):
+            text = value.strip()
+            if _NUMERIC[key][0] is int and _INT_TEXT.match(text):
+                out[key] = int(text)
+            elif _NUMERIC[key][0] is float and _FLOAT_TEXT.match(text):
+                out[key] = float(text)
+    return out
 
 
 def is_loopback(host):
@@ -336,6 +355,7 @@ def server_argv(python, model_path, args, module="sglang.launch_server", config_
     problems += validate_args(args)
     if problems:
         raise ArgvError("; ".join(problems))
+    args = numeric_args(args)
     argv = [python, "-m", module]
     # the operator's args first, sorted; the collection's own flags last, so that no arg can follow and override them
     # (argparse keeps the last of a repeated option)

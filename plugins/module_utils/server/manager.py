@@ -21,7 +21,7 @@ import os
 import shutil
 
 from ..host import Failed, read_json, secret_problem, write_private
-from .argv import ArgvError, config_text, helper_rank, is_loopback, local_url, secret_names, server_argv
+from .argv import ArgvError, config_text, helper_rank, is_loopback, local_url, numeric_args, secret_names, server_argv
 from .change import LastGood, check_args
 from .process import (config_hash, failure_message, http_get, keep_running, launch, load_salt, owned_by, pid_alive,
                       plan_vs_actual, port_conflict, port_in_use_failure, port_owner, secret_digest, stop,
@@ -199,7 +199,7 @@ class ServerManager(object):
                           % (key, args[key], key, p[key], key, key))
         args["host"] = p["host"]
         args["port"] = p["port"]
-        self.args = args
+        self.args = numeric_args(args)      # -e sglang_server_args's numbers reach a play as text
         if not is_loopback(p["host"]) and not p["api_key"] and not p["allow_public_without_api_key"]:
             self.fail("host=%s exposes the server beyond this machine without an API key: set api_key (role: "
                       "sglang_server_api_key) or, knowingly, allow_public_without_api_key (role: "
