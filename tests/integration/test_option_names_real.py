@@ -15,7 +15,9 @@ import pytest
 from ansible_helpers import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 from unit_helpers import load_module_util  # noqa: E402  pylint: disable=wrong-import-position
+import options  # noqa: E402  pylint: disable=wrong-import-position
 
 A = load_module_util("server.argv")
 R = load_module_util("server.router")
@@ -24,26 +26,16 @@ ROUTER_PYTHON = os.path.join(ROOT, ".venv-router", "bin", "python")
 LAUNCHER = os.path.join(ROOT, "roles", "sglang_router", "files", "gpuserve-sglang-router")
 KEY = "k-0123456789abcdef-key"
 
-# SGLang's own parser and config merger, as prepare_server_args uses them; prints the parsed api_key, host, port and
-# tp_size of the argv given as JSON (argv[1]) - run under python -S with the oracle's stand-ins for torch & co.
+# SGLang's own parser (tests/oracle/options.py: the release's add_cli_args under the oracle's stand-ins) and config
+# merger, as prepare_server_args uses them; prints the parsed api_key, host, port and tp_size of the argv given as JSON
+# (argv[1]). The real PyYAML the merger reads the file with is imported first (a stand-in would read nothing).
 SGLANG_PARSE = r"""
-import argparse, importlib, json, logging, sys
-sys.path.insert(0, %(oracle)r)
-import fetch, stubs
-sys.path.append(%(site_packages)r)   # the real PyYAML the merger reads the file with (a stand-in would read nothing)
+import sys
+sys.path.append(%(site_packages)r)
 import yaml
 sys.path.pop()
-release = %(release)r
-site = fetch.site(release)
-if fetch.REAL_DEPS[release]:
-    stubs.configure(release)
-    stubs.install(site, fetch.deps(release))
-else:
-    stubs.install(site)
-logging.disable(logging.CRITICAL)
+""" + options.SGLANG_PARSER + r"""
 argv = json.loads(sys.argv[1])
-parser = argparse.ArgumentParser()
-importlib.import_module("sglang.srt.server_args").ServerArgs.add_cli_args(parser)
 if "--config" in argv:
     merger = importlib.import_module("sglang.srt.server_args_config_parser").ConfigArgumentMerger(parser)
     argv = merger.merge_config_with_args(argv)
@@ -57,7 +49,7 @@ print(json.dumps({k: getattr(ns, k) for k in ("api_key", "host", "port", "tp_siz
 
 def sglang_parse(release, argv):
     import yaml  # pylint: disable=import-outside-toplevel
-    code = SGLANG_PARSE % {"oracle": ORACLE, "release": release,
+    code = SGLANG_PARSE % {"here": ORACLE, "release": release,
                            "site_packages": os.path.dirname(os.path.dirname(os.path.abspath(yaml.__file__)))}
     out = subprocess.run([sys.executable, "-S", "-c", code, json.dumps(argv)], capture_output=True, text=True,
                          check=True, cwd=ROOT, timeout=300)

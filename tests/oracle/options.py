@@ -27,7 +27,9 @@ SERVER_RELEASES = ("0.5.9", "0.5.23")
 ROUTER_RELEASE = "0.3.2"
 ROUTER_PYTHON = os.path.join(ROOT, ".venv-router", "bin", "python")
 
-SERVER_TABLE = r"""
+# SGLang's own parser of a release, importable under ``python -S`` the oracle's way (fetch.py, stubs.py): ``parser``
+# after the release's ServerArgs.add_cli_args (tests/integration/test_option_names_real.py parses with it too)
+SGLANG_PARSER = r"""
 import argparse, importlib, json, logging, sys
 sys.path.insert(0, %(here)r)
 import fetch, stubs
@@ -41,6 +43,8 @@ else:
 logging.disable(logging.CRITICAL)
 parser = argparse.ArgumentParser()
 importlib.import_module("sglang.srt.server_args").ServerArgs.add_cli_args(parser)
+"""
+SERVER_TABLE = SGLANG_PARSER + r"""
 print(json.dumps({o: a.dest for o, a in parser._option_string_actions.items()}))
 """
 

@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from test_unit_template import directives as settings  # (section, key) of every setting line, as systemd reads it
 from unit_helpers import CONTROLLER, ROOT, load_plugin
 
 pytestmark = CONTROLLER
@@ -40,19 +41,6 @@ def render(which, values):
         with open(TEMPLATES[which][0], encoding="utf-8") as fh:
             _COMPILED[which] = env.from_string(fh.read())
     return _COMPILED[which].render(**values)
-
-
-def settings(text):
-    """(section, key) of every setting line as systemd (or a shell sourcing the file) reads it."""
-    out, section = [], None
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith(("#", ";")):
-            continue
-        if line.startswith("["):
-            section = line.strip()
-            continue
-        out.append((section, line.split("=", 1)[0]))
-    return out
 
 
 def exec_words(text):
