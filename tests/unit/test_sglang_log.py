@@ -660,3 +660,14 @@ def test_a_log_that_ends_after_the_weights_loaded_infers_the_pool_error_with_its
                                 "cache was allocated). The static budget is mem_fraction_static x free memory = 0.85 x")
     # the same cut while still starting (no death) is not a failure
     assert SL.parse_log("\n".join(lines[:end + 1]) + "\n")["outcome"] == "starting"
+
+
+def test_a_fraction_python_prints_with_an_exponent_is_read_whole():
+    """SGLang prints the fraction as Python's repr: below 1e-4 with an exponent (mem_fraction_static=1e-05), which was
+    read as 1."""
+    line = ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+            "self.server_args.mem_fraction_static=1e-05")
+    res = SL.parse_log("Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n" + line + "\n")
+    assert res["failure"]["kind"] == "kv_pool_oom" and res["facts"]["mem_fraction_static"] == 1e-05
+    res = SL.parse_log("server_args=ServerArgs(model_path='/m', mem_fraction_static=1.2e-05, tp_size=1)\n")
+    assert res["facts"]["mem_fraction_static"] == 1.2e-05

@@ -86,7 +86,9 @@ _RE_MAMBA = re.compile(r"Mamba Cache is allocated\.(?: max_mamba_cache_size: (\d
 _RE_SCHED = re.compile(r"max_total_num_tokens=(\d+), (?:chunked_prefill_size=(-?\d+), )?max_prefill_tokens=(\d+), "
                        r"max_running_requests=(\d+), context_len=(\d+)(?:, available_gpu_mem=" + _NUM + r" ?GB)?")
 _RE_GRAPH_END = re.compile(r"Capture (?:draft )?(?:extend )?cuda graph end\..*?mem usage=" + _NUM + r" ?GB")
-_RE_MFS = re.compile(r"mem_fraction_static=([0-9.]+)")
+# a fraction as Python's repr prints it: 0.85, and below 1e-4 with an exponent (1e-05 was read as 1)
+_FRACTION = r"([0-9.]+(?:[eE][-+]?[0-9]+)?)"
+_RE_MFS = re.compile(r"mem_fraction_static=" + _FRACTION)
 _RE_TP = re.compile(r"\btp_size=(\d+)")
 _RE_PORT = re.compile(r"\bport=(\d+)")
 _RE_DIST_ADDR = re.compile(r"\bdist_init_addr='([^']+)'")
@@ -94,10 +96,10 @@ _RE_GRAPH_BS = re.compile(r"\bcuda_graph_max_bs=(\d+)")
 _RE_VERSION = re.compile(r"(?:sglang[_ ]version|SGLang v(?=\d)|sglang==)[=: ]*v?(\d+\.\d+\.\d+[\w.+-]*)", re.I)
 _RE_KV_OOM = re.compile(
     r"Not enough memory\. Please try to increase --mem-fraction-static\.?"
-    r"(?: Current value: (?:self\.server_args\.)?mem_fraction_static=([0-9.]+))?")
+    r"(?: Current value: (?:self\.server_args\.)?mem_fraction_static=" + _FRACTION + r")?")
 # 0.5.2x (model_runner_kv_cache_mixin): the same budget failure, raised as a ValueError that names the fraction
 _RE_KV_OOM_LATER = re.compile(r"Loaded weights leave no GPU memory for the KV cache under "
-                              r"--mem-fraction-static=(\d+(?:\.\d+)?)")
+                              r"--mem-fraction-static=(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
 # a frame line, indented as Python prints it or flush left as some pastes have it
 _RE_FRAME = re.compile(r'^\s*File "([^"]{0,500})", line \d+, in (\S{1,200})')
 # what can end a traceback: "ExcType", "ExcType: message", "pkg.mod.ExcType: message" (any class name, not only

@@ -247,17 +247,22 @@ def test_the_seeds_error_for_real_named_restored_and_diagnosed(host):
     With --device cpu the free memory is the machine's, read twice by SGLang: at a fraction of 0.0001 the pool has
     about 2 MiB, and the server dies when the machine's free memory dropped by more between the two readings (its own
     tokenizer and detokenizer importing: 20-55 MiB here). On a machine whose other work frees memory at that moment the
-    pool fits and the server starts: then the next of three slightly different fractions is launched (each a new
-    configuration), and the profile's own configuration is put back at the end."""
+    pool fits and the server starts (or dies at warm-up): then the next of three slightly different fractions is
+    launched (each a new configuration), and the profile's own configuration is put back at the end."""
     pid = ct(host, "systemctl", "show", "-p", "MainPID", "--value", UNIT)
     tries = []
     try:
+        # about 2 MiB of pool: it fits only when the machine's free memory rose between SGLang's two readings; then
+        # the launch starts, or (a pool of a few tokens) dies at warm-up - neither is this test's case, and the next
+        # fraction is launched (each a new configuration; a clean-clone run under load once met the warm-up death)
         for fraction in (0.0001, 0.00011, 0.00012):
             p = relaunch(dict(ARGS, mem_fraction_static=fraction))
             tries.append(p.returncode)
-            if p.returncode != 0:
+            if p.returncode != 0 and "kv_pool_oom in phase memory_pool" in said(p):
                 break
-        assert p.returncode != 0, "three launches at fractions of about 0.0001 all started: %s" % said(p)[-2000:]
+            assert p.returncode == 0 or "warmup_failed in phase warmup" in said(p), said(p)[-3000:]
+        assert p.returncode != 0, "three launches at fractions of about 0.0001 never died of the pool error: %s" % (
+            said(p)[-2000:])
         assert ("SGLang failed to start: kv_pool_oom in phase memory_pool: Not enough memory. Please try to increase "
                 "--mem-fraction-static. Current value: self.server_args.mem_fraction_static=%s" % fraction) in said(p)
         assert ("= %s x " % fraction) in said(p) and "SGLang's own profile of that room came to -" in said(p)
@@ -280,7 +285,7 @@ def test_the_seeds_error_for_real_named_restored_and_diagnosed(host):
         s = runbook("status.yml")
         assert "no failure in this launch" in said(s) and "failed and this, the last good configuration, was" in said(s)
     finally:
-        if tries[:-1]:      # a launch that started: the profile's own configuration back, for the tests after this one
+        if 0 in tries:      # a launch that started: the profile's own configuration back, for the tests after this one
             assert relaunch(ARGS).returncode == 0
 
 
