@@ -216,8 +216,8 @@ class ActionModule(ActionBase):
         bad_name = [n for n in names if not _NAME.match(str(n))]
         if bad_name:
             raise AnsibleActionFail("group=%s, group_members=%s: %r is not a name a file may take (letters, digits, "
-                                    "'_', '.', '-'; not beginning with '.' or '-')" % (group, args["group_members"],
-                                                                                        bad_name[0]))
+                                    "'_', '.', '-'; not beginning with '.' or '-')"
+                                    % (group, args["group_members"], bad_name[0]))
         gdir = os.path.join(run_dir(args["group_dir"]), group) if group else None
         peers = [m for m in args["group_members"] if m != me]
         stopped_for = None

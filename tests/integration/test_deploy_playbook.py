@@ -172,7 +172,6 @@ def test_a_plan_that_predicts_the_launch_dies_fails_the_play_unless_expected():
     newer = ansible_playbook(os.path.join(ROOT, "playbooks", "plan.yml"), "-e", "plan_release=0.5.23")
     assert newer.returncode == 0 and "Outcome: context_truncated" in newer.stdout, newer.stdout[-2000:]
     starts = ansible_playbook(os.path.join(ROOT, "playbooks", "plan.yml"), "-e", "plan_gpu_profile=h100-80gb",
-                            "-e", "plan_gpu_count=1", "-e",
-                            '{"plan_args": {"tp_size": 1, "speculative_algorithm": null}}')
+                              "-e", "plan_gpu_count=1", "-e",
+                              '{"plan_args": {"tp_size": 1, "speculative_algorithm": null}}')
     assert starts.returncode == 0 and "Outcome: context_truncated" in starts.stdout, starts.stdout[-2000:]
-

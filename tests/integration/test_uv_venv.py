@@ -466,7 +466,7 @@ def test_a_poisoned_cache_entry_never_comes_out_sealed(site):
     env = {"UV_CACHE_DIR": str(cache)}
     first = run_module(M, args(site, lock(site, "alpha==1.0", name="a.lock"), public_environment=env))
     assert first.get("failed") is not True, first.get("msg")
-    poisoned = [p for p in cache.rglob("beta/__init__.py")]
+    poisoned = list(cache.rglob("beta/__init__.py"))
     assert poisoned, "uv kept no unpacked beta in its cache"
     for p in poisoned:
         os.chmod(str(p), 0o644)

@@ -26,7 +26,7 @@ FILLER = string.ascii_letters + string.digits + " =:,()[]{}'\"-_./#"
 
 def secret(rng):
     # what a key looks like: letters, digits and the punctuation tokens carry (never a blank, quote or comma)
-    return "S" + "".join(rng.choice(string.ascii_letters + string.digits + "._~+/-") for _ in range(rng.randint(8, 40)))
+    return "S" + "".join(rng.choice(string.ascii_letters + string.digits + "._~+/-") for _n in range(rng.randint(8, 40)))
 
 
 def line_with_secret(rng, at=None):
@@ -40,8 +40,8 @@ def line_with_secret(rng, at=None):
     if "://" in form:                                   # a URL's userinfo holds no raw '/' (RFC 3986: %2F)
         v = v.replace("/", "%2F")
     text = form.format(name=name, v=v)
-    before = "".join(rng.choice(FILLER) for _ in range(rng.randint(0, 200) if at is None else at))
-    after = "".join(rng.choice(FILLER) for _ in range(rng.randint(0, 200)))
+    before = "".join(rng.choice(FILLER) for _n in range(rng.randint(0, 200) if at is None else at))
+    after = "".join(rng.choice(FILLER) for _n in range(rng.randint(0, 200)))
     # keep the secret a word of its own: a blank or a comma on either side, as every printer puts it
     return before + " " + text + ", " + after, v
 
@@ -49,7 +49,7 @@ def line_with_secret(rng, at=None):
 @pytest.mark.parametrize("seed", range(8))
 def test_no_generated_secret_survives_the_redactor_or_the_line_reader(seed):
     rng = random.Random(seed)
-    for _ in range(500):
+    for _n in range(500):
         line, v = line_with_secret(rng)
         assert v not in R.redact(line), (line, R.redact(line))
         assert v not in R._strip(line), line  # pylint: disable=protected-access
@@ -59,7 +59,7 @@ def test_no_generated_secret_survives_the_redactor_or_the_line_reader(seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_a_secret_across_the_cut_at_4096_characters_is_never_half_shown(seed):
     rng = random.Random(100 + seed)
-    for _ in range(200):
+    for _n in range(200):
         at = R.MAX_LINE - rng.randint(1, 60)           # the secret starts just before the cut and runs across it
         line, v = line_with_secret(rng, at=at)
         out = R._strip(line)  # pylint: disable=protected-access
@@ -71,7 +71,7 @@ def test_a_secret_across_the_cut_at_4096_characters_is_never_half_shown(seed):
 def test_the_parser_never_returns_a_generated_secret():
     rng = random.Random(7)
     lines, secrets = [], []
-    for _ in range(200):
+    for _n in range(200):
         line, v = line_with_secret(rng)
         lines.append(line)
         secrets.append(v)
