@@ -43,7 +43,7 @@ CASES = [
      r"args\.log_level='--host': a value beginning with '-' would reach the program as a flag of its own.*"
      r"fix sglang_server_args \(nothing was changed\)"),
     ("server-host-flag", "sglang_server", dict(SERVER, sglang_server_host="--api-key=x", sglang_server_public_without_api_key=True),
-     r"args\.host='--api-key=x': a value beginning with '-'"),
+     r"sglang_server_host='--api-key=x': a value beginning with '-'"),
     # #42 item 5: a line break in a value the unit is written from would start a directive of its own
     ("server-unit-newline", "sglang_server",
      dict(SERVER, sglang_server_model_path="/srv/models/q\nExecStartPre=+/usr/bin/touch /root/pwned\n#"),

@@ -230,7 +230,8 @@ def test_a_public_bind_without_a_key_is_refused_and_args_cannot_move_the_bind(se
 
 def test_out_of_range_args_are_refused_before_anything_is_launched(server):
     for args, needle in (({"mem_fraction_static": 1.2}, "args.mem_fraction_static=1.2: outside (0.0, 1.0)"),
-                         ({"mem_fraction_static": "0.85"}, "write it without quotes"),
+                         ({"mem_fraction_static": "high"}, "write it without quotes"),
+                         ({"mem_fraction_static": "1.5"}, "args.mem_fraction_static=1.5: outside (0.0, 1.0)"),
                          ({"tp_size": 0}, "args.tp_size=0: outside [1, 1024]")):
         r = run_module(M, scen(server, "ready_tp1_dense", args=args))
         assert r["failed"] is True and needle in r["msg"], r["msg"]
