@@ -85,3 +85,18 @@ def test_a_file_changed_after_install_is_caught_by_its_record(tmp_path):
     assert S.record_mismatches(str(tmp_path / "b")) == [
         "lib/python3.11/site-packages/alpha/__init__.py: recorded sha256=%s, found %s" % (
             digest, S._urlsafe_sha256(str(site / "alpha" / "__init__.py")))]  # pylint: disable=protected-access
+
+
+def test_a_path_two_packages_ship_matches_either_record(tmp_path):
+    """The real 0.5.9 lock installs two packages with a top-level build_backend.py: the later install's file stands,
+    and it is what one of the two RECORDs says - not a poisoned file."""
+    site = tmp_path / "b" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "build_backend.py").write_text("second = 2\n")
+    second = S._urlsafe_sha256(str(site / "build_backend.py"))  # pylint: disable=protected-access
+    for name, digest in (("one-1.0", "Zm9yLW9uZS1vbmx5"), ("two-1.0", second)):
+        (site / (name + ".dist-info")).mkdir()
+        (site / (name + ".dist-info") / "RECORD").write_text("build_backend.py,sha256=%s,11\n" % digest)
+    assert S.record_mismatches(str(tmp_path / "b")) == []
+    (site / "build_backend.py").write_text("poisoned = 1\n")
+    assert len(S.record_mismatches(str(tmp_path / "b"))) == 1

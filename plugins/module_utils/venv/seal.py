@@ -148,29 +148,31 @@ def open_writers(path, own_pid=None):
 
 
 def record_mismatches(path, limit=20):
-    """The installed files of build ``path`` whose content is not what their package's dist-info RECORD says
+    """The installed files of build ``path`` whose content is none of what the dist-info RECORDs list for them
     (sha256, as ``name: recorded ..., found ...``), at most ``limit``. A RECORD is CSV (a name holding a comma is
-    quoted); a file it lists that the installer left out is not there to run, and not reported."""
-    found = []
+    quoted). Two packages may ship the same path (the later install's file stands: it matches one of them); a file a
+    RECORD lists that the installer left out is not there to run, and not reported."""
+    wanted = {}
     for record in sorted(_records(path)):
         site = os.path.dirname(os.path.dirname(record))
         with open(record, newline="") as fh:
-            rows = list(csv.reader(fh))
-        for row in rows:
-            if len(row) != 3 or not row[1].startswith("sha256="):
-                continue
-            name = os.path.normpath(os.path.join(site, row[0]))
-            want = row[1][len("sha256="):]
-            try:
-                got = _urlsafe_sha256(name)
-            except FileNotFoundError:
-                continue
-            except OSError as e:
-                got = "unreadable (%s)" % e.strerror
-            if got != want:
-                found.append("%s: recorded sha256=%s, found %s" % (os.path.relpath(name, path), want, got))
-                if len(found) >= limit:
-                    return found
+            for row in csv.reader(fh):
+                if len(row) == 3 and row[1].startswith("sha256="):
+                    name = os.path.normpath(os.path.join(site, row[0]))
+                    wanted.setdefault(name, set()).add(row[1][len("sha256="):])
+    found = []
+    for name in sorted(wanted):
+        try:
+            got = _urlsafe_sha256(name)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            got = "unreadable (%s)" % e.strerror
+        if got not in wanted[name]:
+            found.append("%s: recorded sha256=%s, found %s" % (os.path.relpath(name, path),
+                                                                " or ".join(sorted(wanted[name])), got))
+            if len(found) >= limit:
+                break
     return found
 
 

@@ -68,4 +68,7 @@ def test_the_key_is_in_no_command_line_environment_or_readable_file(host):
     stat = ct(host, "stat", "-c", "%a %U", "/etc/sglang-router/router.key")
     assert stat == "600 sglang"
     args = json.loads(ct(host, "cat", "/etc/sglang-router/router.json"))
-    assert args[:6] == ["--host", "0.0.0.0", "--port", "30080", "--policy", "round_robin"]
+    # the role's own flags after the extra args (#58 item 1: argparse keeps the last of a repeated option)
+    own = args.index("--host")
+    assert args[own:own + 6] == ["--host", "0.0.0.0", "--port", "30080", "--policy", "round_robin"]
+    assert all(not a.startswith("--") or a in ("--health-check-interval-secs",) for a in args[:own]), args
