@@ -169,8 +169,8 @@ def record_mismatches(path, limit=20):
         except OSError as e:
             got = "unreadable (%s)" % e.strerror
         if got not in wanted[name]:
-            found.append("%s: recorded sha256=%s, found %s" % (os.path.relpath(name, path),
-                                                                " or ".join(sorted(wanted[name])), got))
+            recorded = " or ".join(sorted(wanted[name]))
+            found.append("%s: recorded sha256=%s, found %s" % (os.path.relpath(name, path), recorded, got))
             if len(found) >= limit:
                 break
     return found
