@@ -100,3 +100,13 @@ def test_a_path_two_packages_ship_matches_either_record(tmp_path):
     assert S.record_mismatches(str(tmp_path / "b")) == []
     (site / "build_backend.py").write_text("poisoned = 1\n")
     assert len(S.record_mismatches(str(tmp_path / "b"))) == 1
+
+
+def test_a_wheels_own_bytecode_compiled_again_at_install_is_not_compared(tmp_path):
+    """0.5.23's lock ships numpy with .pyc files in its RECORD; uv --compile-bytecode writes them anew."""
+    site = tmp_path / "b" / "lib" / "python3.11" / "site-packages"
+    (site / "p" / "__pycache__").mkdir(parents=True)
+    (site / "p-1.0.dist-info").mkdir()
+    (site / "p" / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"compiled here")
+    (site / "p-1.0.dist-info" / "RECORD").write_text("p/__pycache__/m.cpython-311.pyc,sha256=d2hlZWwtZmlsZQ,9\n")
+    assert S.record_mismatches(str(tmp_path / "b")) == []

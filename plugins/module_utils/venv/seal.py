@@ -150,14 +150,15 @@ def open_writers(path, own_pid=None):
 def record_mismatches(path, limit=20):
     """The installed files of build ``path`` whose content is none of what the dist-info RECORDs list for them
     (sha256, as ``name: recorded ..., found ...``), at most ``limit``. A RECORD is CSV (a name holding a comma is
-    quoted). Two packages may ship the same path (the later install's file stands: it matches one of them); a file a
+    quoted); bytecode (.pyc) is compiled again at install and not compared. Two packages may ship the same path (the later install's file stands: it matches one of them); a file a
     RECORD lists that the installer left out is not there to run, and not reported."""
     wanted = {}
     for record in sorted(_records(path)):
         site = os.path.dirname(os.path.dirname(record))
         with open(record, newline="") as fh:
             for row in csv.reader(fh):
-                if len(row) == 3 and row[1].startswith("sha256="):
+                # bytecode is compiled again at install (uv --compile-bytecode): a wheel's own .pyc is replaced
+                if len(row) == 3 and row[1].startswith("sha256=") and not row[0].endswith(".pyc"):
                     name = os.path.normpath(os.path.join(site, row[0]))
                     wanted.setdefault(name, set()).add(row[1][len("sha256="):])
     found = []
