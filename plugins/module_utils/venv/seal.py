@@ -150,8 +150,9 @@ def open_writers(path, own_pid=None):
 def record_mismatches(path, limit=20):
     """The installed files of build ``path`` whose content is none of what the dist-info RECORDs list for them
     (sha256, as ``name: recorded ..., found ...``), at most ``limit``. A RECORD is CSV (a name holding a comma is
-    quoted); bytecode (.pyc) is compiled again at install and not compared. Two packages may ship the same path (the later install's file stands: it matches one of them); a file a
-    RECORD lists that the installer left out is not there to run, and not reported."""
+    quoted); bytecode (.pyc) is compiled again at install and not compared. Two packages may ship the same path
+    (the later install's file stands: it matches one of them); a file a RECORD lists that the installer left out is
+    not there to run, and not reported."""
     wanted = {}
     for record in sorted(_records(path)):
         site = os.path.dirname(os.path.dirname(record))
