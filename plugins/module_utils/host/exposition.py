@@ -14,7 +14,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import uuid
 
 from .files import write_private
 
@@ -90,28 +89,15 @@ def open_dir(path):
 
 
 def write_textfile(path, text):
-    """Replace ``path`` atomically, readable by the exporter's account (0644): a temporary name created anew
-    (O_EXCL|O_NOFOLLOW) in the directory reached by ``open_dir``, renamed over the file relative to it."""
+    """Replace ``path`` atomically, readable by the exporter's account (0644): ``write_private`` relative to the
+    directory reached by ``open_dir`` (a temporary name created anew, renamed over the file)."""
     directory, name = os.path.split(path)
     if directory == os.sep or not name:
         write_private(path, text, mode=0o644)
         return
     dfd = open_dir(directory)
-    tmp = "%s.%s.tmp" % (name, uuid.uuid4().hex[:8])
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dfd)
-        try:
-            os.fchmod(fd, 0o644)
-            os.write(fd, text.encode("utf-8"))
-        finally:
-            os.close(fd)
-        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-    except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=dfd)
-        except OSError:
-            pass
-        raise
+        write_private(name, text, mode=0o644, dir_fd=dfd)
     finally:
         os.close(dfd)
 

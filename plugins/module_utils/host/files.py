@@ -45,13 +45,14 @@ def secret_problem(name, value):
     return None
 
 
-def write_private(path, data, mode=0o600, gid=None):
-    """Write ``data`` (bytes or str) to ``path`` atomically, never through a link, with ``mode`` (and group ``gid``).
+def write_private(path, data, mode=0o600, gid=None, dir_fd=None):
+    """Write ``data`` (bytes or str) to ``path`` atomically, never through a link, with ``mode`` (and group ``gid``);
+    with ``dir_fd``, ``path`` is a name in that directory and every step is taken relative to its descriptor.
     On a failure the temporary file is removed and the error raised."""
     if not isinstance(data, bytes):
         data = data.encode("utf-8")
     tmp = "%s.%s.tmp" % (path, uuid.uuid4().hex[:8])
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
     try:
         try:
             os.fchmod(fd, mode)
@@ -60,10 +61,10 @@ def write_private(path, data, mode=0o600, gid=None):
             os.write(fd, data)
         finally:
             os.close(fd)
-        os.rename(tmp, path)
+        os.rename(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except (IOError, OSError):
         try:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         except OSError:
             pass
         raise
