@@ -176,6 +176,17 @@ def first_failure(outcomes, me):
     return (own or failed or [None])[0]
 
 
+# A rank's failure that is only the echo of another's: 0.5.9 model_runner.py's words when a rank loaded its weights
+# and another did not, and a collective whose peer is gone (Gloo/NCCL: kind nccl_error)
+_ECHO_WORDS = ("other ranks that didn't finish loading",)
+
+
+def is_echo(outcome):
+    """True when a failed member's failure says another rank failed first (it names no cause of its own)."""
+    failure = outcome.get("failure") or {}
+    return failure.get("kind") == "nccl_error" or any(w in (failure.get("message") or "") for w in _ECHO_WORDS)
+
+
 def who(outcome):
     return "%s%s" % (outcome["member"], " (rank %s)" % outcome["rank"] if outcome.get("rank") is not None else "")
 
@@ -273,6 +284,23 @@ class ActionModule(ActionBase):
         result["waited_s"] = round(time.time() - t0, 3)
         return result
 
+    @staticmethod
+    def _name_the_cause(result, args, gdir, me, peers, wait=30.0):
+        """This member failed with the echo of another rank's failure (its log names no cause): wait a little for a
+        peer's own failure and name it first in the message - the operator reads the cause, not the echo."""
+        deadline = time.time() + min(wait, args["group_timeout"])
+        while True:
+            outcomes = read_outcomes(gdir, peers)
+            cause = [o for _name, o in sorted(outcomes.items()) if o.get("status") == "failed"
+                     and not o.get("stopped_for") and not is_echo(o)]
+            if cause or len(outcomes) == len(peers) or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        if cause:
+            result["group_failure"] = cause[0]
+            result["msg"] = "%s of group %s failed first: %s -- this rank's own end is its echo: %s" % (
+                who(cause[0]), args["group"], cause[0].get("msg") or "", result.get("msg") or "")
+
     def _group_end(self, result, args, gdir, me, peers, stopped_for):
         """After this member's job ended: tell the others, wait for their word while this one is ready, and stop it
         (and fail) when another has failed - no member is left running without the rest."""
@@ -282,6 +310,8 @@ class ActionModule(ActionBase):
         write_outcome(gdir, me, outcome_of(me, args["group_rank"], result))
         if result.get("failed") and stopped_for is None:
             result["group"] = {"name": group, "members": {me: "failed"}}
+            if is_echo(result):                       # the echo of another rank's failure: name that one (bounded)
+                self._name_the_cause(result, args, gdir, me, peers)
             return                                    # its own failure, with its own facts: the others stop
         deadline = time.time() + args["group_timeout"]
         outcomes = read_outcomes(gdir, peers)

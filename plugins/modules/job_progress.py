@@ -53,6 +53,9 @@ options:
         reads the others'.
       - When another member has failed, this one is stopped with O(group_stop) at once, also if it was already
         ready, and the task fails with the failed member's message, rank and facts (RV(group_failure)).
+      - When this member failed by itself with only the echo of another's failure (SGLang 0.5.9's "other ranks that
+        didn't finish loading", or a Gloo/NCCL peer gone), it waits up to 30 s for a member's own failure and names
+        that one first in its message (RV(group_failure)).
       - All members must wait in the same task of the same run (no C(serial) batches that split them).
     type: str
   group_members:
@@ -142,9 +145,9 @@ group:
   type: dict
   sample: {"name": "qwen", "members": {"ct100": "stopped", "ct101": "failed"}}
 group_failure:
-  description: The member whose failure stopped this one - C(member), C(rank), C(msg), C(failure) (the parser's
-    kind, message, hint), C(phase), C(facts), C(launch_id).
-  returned: when this member was stopped because another failed
+  description: The member whose failure stopped this one, or whose failure this one's echoes - C(member), C(rank),
+    C(msg), C(failure) (the parser's kind, message, hint), C(phase), C(facts), C(launch_id).
+  returned: when this member was stopped because another failed, or failed with the echo of another's failure
   type: dict
 stopped_for:
   description: The member this one was stopped for (null when the others went silent).

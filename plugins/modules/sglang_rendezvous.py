@@ -107,10 +107,18 @@ interface:
   returned: always
   type: str
   sample: eth0
+address:
+  description:
+    - This container's own address towards O(addr) (for rank 0, O(addr) itself) - what C(SGLANG_HOST_IP) must say,
+      so that SGLang's scheduler broadcast to the other ranks is reached on the rendezvous network rather than at the
+      default route's address; null when it cannot be told.
+  returned: always
+  type: str
+  sample: 10.0.3.100
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuserve.sglang.plugins.module_utils.server import connect, interface_to, listen
+from ansible_collections.gpuserve.sglang.plugins.module_utils.server import connect, interface_to, listen, source_address
 
 
 def main():
@@ -130,11 +138,12 @@ def main():
     if p["mode"] == "listen":
         result = listen(p["addr"], p["port"], p["peers"], p["timeout"])
         if result["error"]:
-            module.fail_json(msg=result["error"], changed=False, interface=None,
+            module.fail_json(msg=result["error"], changed=False, interface=None, address=None,
                              **dict((k, v) for k, v in result.items() if k != "error"))
     else:
         result = connect(p["addr"], p["port"], p["timeout"])
     result["interface"] = interface_to(p["addr"], p["port"])
+    result["address"] = source_address(p["addr"], p["port"]) if result["interface"] else None
     module.exit_json(changed=False, **result)
 
 

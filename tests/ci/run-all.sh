@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every check, failing fast; a summary at the end. Called by `make test` (and so by .ci/run).
-# After lint, sanity and the lab images, two lanes run side by side on the machine's two cores, each with a lab of
+# After lint, sanity and the lab images (the three side by side), two lanes run side by side on the machine's two cores, each with a lab of
 # its own (tests/lab/lab.py slots 0 and 1):
 #   lab lane (foreground):       plan.yml, then molecule lane a (most scenarios)
 #   pytest lane (background):    locks, the planner oracle, unit + integration, the unit tests again under the
@@ -44,14 +44,34 @@ finish() {   # the other lane's output and result, then the summary; exit status
   exit "$rc"
 }
 coll="$(tests/ci/collection-tree.sh)"
-step "ansible-lint (production profile)" ansible-lint --offline || finish 1
-step "ansible-test sanity" bash -c "cd '$coll' && ansible-test sanity --python 3.11 --requirements" || finish 1
-
-step "lab: remove labelled leftovers, build images (cached by recipe hash)" \
-  bash -c "python3 tests/lab/lab.py clean && python3 tests/lab/lab.py images" || finish 1
-
 lane_dir="$root/build/ci"
 mkdir -p "$lane_dir"
+# ansible-lint and the lab images beside ansible-test sanity (one ansible-test at a time: they share
+# ~/.ansible/test; lint and the images touch neither it nor each other); each one's output is printed after it
+# shellcheck disable=SC2030,SC2031  # a side step's summary is its subshell's own, handed back through its file
+side() {   # side NAME CMD...: the step in the background, its output and summary line in build/ci/side-<n>.*
+  local n="$1"; shift
+  ( summary=(); step "$@"; rc=$?; printf '%s\n' "${summary[@]}" > "$lane_dir/side-$n.summary"; exit "$rc" ) \
+    > "$lane_dir/side-$n.log" 2>&1
+}
+# shellcheck disable=SC2031  # (the same: the summary comes back from the file)
+side_end() {   # side_end PID N: wait, print its output, add its summary; non-zero when it failed
+  local rc=0
+  wait "$1" || rc=1
+  cat "$lane_dir/side-$2.log"
+  mapfile -t -O "${#summary[@]}" summary < "$lane_dir/side-$2.summary"
+  return "$rc"
+}
+side lint "ansible-lint (production profile)" ansible-lint --offline &
+lint_pid=$!
+side images "lab: remove labelled leftovers, build images (cached by recipe hash)" \
+  bash -c "python3 tests/lab/lab.py clean && python3 tests/lab/lab.py images" &
+images_pid=$!
+step "ansible-test sanity" bash -c "cd '$coll' && ansible-test sanity --python 3.11 --requirements"; sanity=$?
+side_end "$lint_pid" lint; lint=$?
+side_end "$images_pid" images; images=$?
+[ "$sanity$lint$images" = 000 ] || finish 1
+
 : > "$lane_dir/pytest-lane.summary"
 (
   summary=()

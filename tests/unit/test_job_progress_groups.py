@@ -102,3 +102,37 @@ def test_outcome_json_round_trip_is_plain_json(jp, tmp_path):
     jp.write_outcome(gdir, "r0", {"member": "r0", "status": "failed", "msg": "x"})
     with open(os.path.join(gdir, "r0.json")) as fh:
         assert json.load(fh)["status"] == "failed"
+
+
+# rank 0's and rank 1's outcomes as the real 0.5.9 left them in the multinode scenario (rank 1's weights unreadable)
+ECHO = {"member": "ct100", "rank": 0, "status": "failed", "failure": {"kind": "other", "message": (
+    "ValueError: TP rank 0 could finish the model loading, but there are other ranks that didn't finish loading. It is "
+    "likely due to unexpected failures (e.g., OOM) or a slow node.")}, "msg": "SGLang failed to start: other ..."}
+CAUSE = {"member": "ct101", "rank": 1, "status": "failed", "failure": {"kind": "other", "message": (
+    "safetensors._safetensors_rust.SafetensorError: Error while deserializing header: invalid shape, data type, or "
+    "offset for tensor")}, "msg": "SGLang failed to start: other in phase load_weights: SafetensorError"}
+
+
+def test_what_only_echoes_another_ranks_failure_is_told_from_a_cause(jp):
+    assert jp.is_echo(ECHO) and not jp.is_echo(CAUSE)
+    assert jp.is_echo({"failure": {"kind": "nccl_error", "message": "Connection reset by peer"}})
+    assert not jp.is_echo({"status": "failed", "failure": None})
+
+
+def test_a_rank_failing_with_the_echo_names_the_rank_that_failed_first(jp, tmp_path):
+    gdir = os.path.join(jp.run_dir(str(tmp_path)), "lab")
+    jp.write_outcome(gdir, "ct101", CAUSE)
+    result = {"failed": True, "msg": ECHO["msg"], "failure": ECHO["failure"]}
+    jp.ActionModule._name_the_cause(result, {"group": "lab", "group_timeout": 5.0}, gdir, "ct100", ["ct101"])
+    assert result["group_failure"]["member"] == "ct101"
+    assert result["msg"].startswith("ct101 (rank 1) of group lab failed first: SGLang failed to start: other in phase "
+                                    "load_weights") and result["msg"].endswith("its echo: " + ECHO["msg"])
+
+
+def test_an_echo_with_no_cause_among_the_others_keeps_its_own_message_after_a_bounded_wait(jp, tmp_path):
+    gdir = os.path.join(jp.run_dir(str(tmp_path)), "lab")
+    jp.write_outcome(gdir, "ct101", dict(ECHO, member="ct101", rank=1))      # both echo: neither is named the cause
+    result = {"failed": True, "msg": ECHO["msg"], "failure": ECHO["failure"]}
+    jp.ActionModule._name_the_cause(result, {"group": "lab", "group_timeout": 600.0}, gdir, "ct100", ["ct101"],
+                                    wait=0.2)
+    assert result["msg"] == ECHO["msg"] and "group_failure" not in result

@@ -99,6 +99,8 @@ def test_the_cpu_engine_profile_wins_over_the_stand_ins_for_its_hosts(tmp_path):
     hostvars = json.loads(out.stdout)["_meta"]["hostvars"]
     real, standin = hostvars["ct100"], hostvars["ct101"]
     assert real["sglang_venv_profile"] == "full" and standin["sglang_venv_profile"] == "light"
-    assert real["sglang_server_args"]["device"] == "cpu" and "PYTHONPATH" not in real["sglang_server_public_env"]
+    assert real["sglang_server_args"] == "{{ gpuserve_lab_cpu_args }}" and real["gpuserve_lab_cpu_args"]["device"] == "cpu"
+    assert real["sglang_server_public_env"] == "{{ gpuserve_lab_cpu_env }}"
+    assert "PYTHONPATH" not in real["gpuserve_lab_cpu_env"]
     assert real["hf_model_repo_id"] == "gpuserve-lab/tiny-llama"
     assert real["sglang_server_api_key"] == standin["sglang_server_api_key"]     # the rest of the lab's values stay

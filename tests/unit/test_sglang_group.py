@@ -142,6 +142,18 @@ def test_the_interface_to_an_address_is_the_one_holding_the_source_address():
     assert G.interface_to("not an address") is None
 
 
+def test_the_source_address_towards_an_address_is_this_machines_own_on_that_network():
+    """SGLANG_HOST_IP: for each of this machine's IPv4 addresses, the address towards it is itself (rank 0's
+    rendezvous address); towards loopback, loopback (which interface_to then refuses); nothing for a non-address."""
+    import socket
+    for _i, name in socket.if_nameindex():
+        addr = G._ipv4_of(name)
+        if addr:
+            assert G.source_address(addr, 5000) == addr
+    assert G.source_address("127.0.0.1") == "127.0.0.1"
+    assert G.source_address("not an address") is None and G.source_address("[::1]") in ("::1", None)
+
+
 def test_an_ipv6_rendezvous_address_gets_its_interface_too(tmp_path):
     """The same for IPv6, from /proc/net/if_inet6: every global or unique-local address of a non-loopback interface of
     this machine is reached through that interface (skipped where the machine has none)."""

@@ -51,6 +51,7 @@ CASES = {
     "real_cpu_kv_pool_oom.log": ("failed", "memory_pool", "kv_pool_oom", None),
     "real_cpu_kv_pool_oom_capped.log": ("failed", "memory_pool", "kv_pool_oom", None),
     "real_cpu_warmup_input_too_long.log": ("failed", "warmup", "warmup_failed", None),
+    "real_cpu_tp2_rank_lost_after_ready.log": ("failed", "ready", "nccl_error", "TP0"),
 }
 
 
@@ -125,6 +126,17 @@ def test_a_rank_ended_by_another_ranks_loss_after_start_up_is_told_it_is_the_ech
     assert f["hint"].startswith("Another rank of this server went away: Gloo's connection to the rank at 10.0.3.101 "
                                 "closed.") and "the echo, not the cause" in f["hint"]
     assert "NCCL_P2P_DISABLE" not in f["hint"]
+
+
+def test_the_real_rank_0_ended_by_rank_1s_loss_is_a_failure_after_ready_naming_the_peer():
+    """Recorded from the real 0.5.9 (multinode scenario, rank 1 killed): once serving, the SIGQUIT line is the
+    tokenizer manager's ("SIGQUIT received. signum=..."), not the start-up's "Received sigquit from a child process"
+    the stand-in logged - read as a death after ready all the same."""
+    r = SL.parse_log(fixture_text("sglang_logs", "real_cpu_tp2_rank_lost_after_ready.log"))
+    f = r["failure"]
+    assert r["outcome"] == "failed" and r["phase"] == "ready"
+    assert f["message"].endswith("Read error [10.0.3.101]:34531: Connection reset by peer")
+    assert f["hint"].startswith("Another rank of this server went away: Gloo's connection to the rank at 10.0.3.101 ")
 
 
 @pytest.mark.parametrize("words", ["Read error [10.0.3.101]:38142: Connection reset by peer",

@@ -217,3 +217,13 @@ def test_launch_facts_reads_the_launchs_own_log_from_its_offset(tmp_path):
     facts = SP.launch_facts({"log_path": str(log), "log_offset": len(old.encode())})
     assert facts["max_total_num_tokens"] == 8192 and facts["context_len"] == 2048
     assert SP.launch_facts({}) == {} and SP.launch_facts({"log_path": str(tmp_path / "gone")}) == {}
+
+
+def test_the_progress_line_prints_a_weight_that_rounds_to_zero_without_a_sign():
+    """#60 item 6: SGLang logs the tiny model's weights as "mem usage=-0.00 GB"; the line an operator waits on says
+    0.00, and a real number keeps its value and sign."""
+    watch = load_module_util("server.watch")
+    line = watch.progress_message("ready", {"weights_gb": -0.004, "avail_mem_after_load_gb": 20.05,
+                                            "max_total_num_tokens": 8192}, 21.7)
+    assert line == "phase ready after 21 s: weights 0.00 GiB, 20.05 GiB free after load, 8192 KV tokens"
+    assert "weights 12.50 GiB" in watch.progress_message("load_weights", {"weights_gb": 12.5}, 3)

@@ -331,6 +331,9 @@ PROGRESS_RULES = (
     ("max_total_num_tokens=", "_on_scheduler_limits"),
     ("server_args=ServerArgs(", "_on_server_args"),
     ("The server is fired up and ready to roll", "_on_ready"),
+    # a rank other than 0 of a multi-node server: 0.5.9's engine.py starts its health server once its schedulers are
+    # ready (utils/common.py launch_dummy_health_check_server logs this at info); it never logs "fired up"
+    ("Dummy health check server started", "_on_ready"),
     ("Started server process", "_on_http"),
     ("Waiting for application startup", "_on_http"),
     ("Application startup complete", "_on_http"),
@@ -344,7 +347,9 @@ PROGRESS_RULES = (
 EVENT_RULES = (
     ("has", ('"GET /model_info', '"POST /generate'), "_on_traffic"),
     ("has", ("Traceback (most recent call last)",), "_on_traceback"),
-    ("has", ("sigquit",), "_on_sigquit"),
+    # the parent's words while it starts (engine.py, "Received sigquit from a child process"), the tokenizer
+    # manager's once it serves (tokenizer_manager.py, "SIGQUIT received. signum=..."): a rank lost after start-up
+    ("has", ("sigquit", "SIGQUIT received"), "_on_sigquit"),
     ("has", ("scheduler is dead", "died during initialization"), "_on_scheduler_dead"),
     ("starts", "SIGTERM received", "_on_sigterm"),
     ("starts", "Gracefully exiting", "_on_graceful_exit"),

@@ -24,7 +24,7 @@ from .change import LastGood, check_args
 from .manager import (ARGUMENT_SPEC, REQUIRED_IF, ServerFailed, ServerManager, read_launch_record, secret_values,
                       state_path)
 from .group import (connect, dist_init_addr, group_layout, group_status, interface_to, listen, manifest_digest,
-                    rank_mismatches, restart_command, serving)
+                    rank_mismatches, restart_command, serving, source_address)
 from .router import (RouterClient, RouterError, normalize_url, reconcile, router_argv, router_problems,
                      worker_url_problem)
 from .metrics import FAMILIES as PLAN_METRICS, plan_metrics, scrape_targets, write_plan_metrics
@@ -37,7 +37,7 @@ __all__ = (
     "keep_running", "launch", "launch_facts", "listen", "load_salt", "local_url", "manifest_digest", "name_problems", "normalize_url", "numeric_args",
     "owned_by", "pid_alive", "plan_metrics", "plan_vs_actual", "scrape_targets", "port_conflict", "port_in_use_failure", "port_owner",
     "rank_mismatches", "read_launch_record", "reconcile", "restart_command", "router_argv", "router_problems",
-    "secret_digest", "secret_names", "secret_values", "server_argv", "server_info", "serving", "state_path", "stop", "systemctl",
+    "secret_digest", "secret_names", "secret_values", "server_argv", "server_info", "serving", "source_address", "state_path", "stop", "systemctl",
     "systemd_exec_line", "systemd_start", "unit_journal", "unit_name_problems", "unit_show", "unit_value",
     "validate_args", "watch", "worker_url_problem", "write_plan_metrics", "write_progress", "write_secret_config",
     "write_state",

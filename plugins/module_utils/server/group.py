@@ -318,28 +318,40 @@ def _ipv6_addresses(text):
     return out
 
 
-def interface_to(addr, port=9, if_inet6="/proc/net/if_inet6"):
-    """The network interface this machine reaches ``addr`` through - the one NCCL and Gloo must use
-    (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME): the kernel's source address for it (a UDP connect, nothing is sent),
-    then the interface holding that address (IPv4: SIOCGIFADDR; IPv6: ``if_inet6``). For rank 0's own address, the
-    interface that holds it. None when it cannot be told (loopback included)."""
+def source_address(addr, port=9):
+    """This machine's own address towards ``addr``: the kernel's source address for it (a UDP connect, nothing is
+    sent) - for rank 0, its rendezvous address itself. What SGLANG_HOST_IP must say: SGLang 0.5.9 and 0.5.23 take
+    it before guessing (``get_local_ip_auto``: else the address towards 8.8.8.8, the default route's), and a rank's
+    scheduler broadcast to remote ranks is reached there (``shm_broadcast.py``). None when it cannot be told."""
     host = str(addr).strip("[]")
-    family = _family(host)
-    sock = socket.socket(family, socket.SOCK_DGRAM)
+    try:
+        sock = socket.socket(_family(host), socket.SOCK_DGRAM)
+    except (OSError, ValueError):
+        return None
     try:
         sock.connect((host, int(port)))
-        source = sock.getsockname()[0]
+        return sock.getsockname()[0].split("%")[0]
     except (OSError, ValueError):
         return None
     finally:
         sock.close()
-    if family == socket.AF_INET:
+
+
+def interface_to(addr, port=9, if_inet6="/proc/net/if_inet6"):
+    """The network interface this machine reaches ``addr`` through - the one NCCL and Gloo must use
+    (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME): the interface holding :func:`source_address` (IPv4: SIOCGIFADDR;
+    IPv6: ``if_inet6``). For rank 0's own address, the interface that holds it. None when it cannot be told
+    (loopback included)."""
+    source = source_address(addr, port)
+    if source is None:
+        return None
+    if _family(str(addr).strip("[]")) == socket.AF_INET:
         for _index, name in socket.if_nameindex():
             if name != "lo" and _ipv4_of(name) == source:
                 return name
         return None
     try:
-        wanted = socket.inet_ntop(socket.AF_INET6, socket.inet_pton(socket.AF_INET6, source.split("%")[0]))
+        wanted = socket.inet_ntop(socket.AF_INET6, socket.inet_pton(socket.AF_INET6, source))
         with open(if_inet6) as fh:
             held = _ipv6_addresses(fh.read())
     except (OSError, ValueError):

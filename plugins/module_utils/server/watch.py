@@ -145,7 +145,9 @@ _PROGRESS_FACTS = (("weights_gb", "weights %.2f GiB"), ("avail_mem_after_load_gb
 
 def progress_message(phase, facts, elapsed):
     """One line for an operator waiting on a start-up: the phase reached and the numbers logged so far."""
-    said = [fmt % facts[key] for key, fmt in _PROGRESS_FACTS if isinstance(facts.get(key), (int, float))]
+    # abs() of what rounds to zero: SGLang logs the tiny model's weights as "mem usage=-0.00 GB"
+    said = [fmt % (facts[key] if round(facts[key], 2) else abs(facts[key])) for key, fmt in _PROGRESS_FACTS
+            if isinstance(facts.get(key), (int, float))]
     return "phase %s after %d s%s" % (phase, int(elapsed), (": " + ", ".join(said)) if said else "")
 
 
@@ -160,8 +162,8 @@ def watch(proc_or_pid, log_path, offset, base_url, health="/health_generate", ti
     """Follow one launch until ready, failed or timeout; returns a result dict (see the module's RETURN). With
     ``progress_file``, the phase reached and the numbers logged so far are written there as they change (and at
     least every 30 s), for a poller to print. ``log_ready=False`` is for a rank other than 0 of a multi-node
-    server: SGLang 0.5.9 logs no readiness there (its health server runs at log level warning), so health is asked
-    from the start."""
+    server: SGLang 0.5.9 logs no "fired up" there (its engine starts a health server once the schedulers are up, and
+    logs only that it started), so health is asked from the start."""
     t0 = time.time()
     said = (None, None)
     said_at = 0.0

@@ -43,7 +43,8 @@ Several nodes (``--nnodes`` > 1, ``--node-rank``, ``--dist-init-addr``), as 0.5.
   (the KV cache dtype, the cuda graph batch sizes, max_total_num_tokens); its scheduler lines carry its rank
   prefix (`[ts TP1]`). Once its scheduler is ready (where TP rank 0 logs max_total_num_tokens) 0.5.9 starts
   ``launch_dummy_health_check_server`` (``srt/entrypoints/engine.py`` ``_launch_subprocesses``;
-  ``srt/utils/common.py``) on --host/--port, uvicorn at log level warning (so nothing is logged), answering GET
+  ``srt/utils/common.py``) on --host/--port, uvicorn at log level warning (its one line: "Dummy health check server
+  started in background thread at host:port", logged by SGLang's own logger - seen on the real one), answering GET
   /ping, /health and /health_generate with 200 always - no API key, no real health - and 404 to anything else; it
   then waits on its schedulers;
 - a rank whose peer is gone during start-up is not told: the stand-in stops its start-up where it is and waits (the
@@ -358,7 +359,8 @@ def peer_lost_failure(prefix, peer):
         "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:538] Connection closed by peer [%s]:%d"
         % peer,
         "",
-        "[%s] Received sigquit from a child process. It usually means the child failed." % prefix.split(" TP")[0],
+        # serving, the tokenizer manager's handler says it (tokenizer_manager.py), not engine.py's start-up words
+        "[%s] SIGQUIT received. signum=None, frame=None. It usually means one child failed." % prefix.split(" TP")[0],
     ]
 
 
@@ -574,6 +576,9 @@ def main():
                 break
             threading.Thread(target=dummy.serve_forever, daemon=True).start()
             state.status = "Up"
+            sys.stderr.write("[%s] Dummy health check server started in background thread at %s:%d\n"
+                             % (time.strftime("%Y-%m-%d %H:%M:%S"), args.host, args.port))
+            sys.stderr.flush()
             continue
         m = TS.match(line)
         if m and prev is not None:
@@ -615,7 +620,7 @@ def main():
             state.status = "Up"
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
-        if "Received sigquit" in line:
+        if "Received sigquit" in line or "SIGQUIT received" in line:
             os.kill(os.getpid(), signal.SIGKILL)
     if hang:
         while True:
