@@ -263,8 +263,8 @@ def test_a_rank_failing_at_start_ends_the_group_and_every_rank_names_it_with_its
     finally:
         ct(host, 101, "cp", "-p", "/root/model.safetensors.orig", weights)
     out = " ".join(p.stdout.split())                      # the yaml result format folds long messages
-    print("\n" + "\n".join(line for line in p.stdout.splitlines() if "msg:" in line or "failed first" in line
-                             or "stopped because" in line or "stopping this member" in line))
+    telling = ("msg:", "failed first", "stopped because", "stopping this member")
+    print("\n" + "\n".join(line for line in p.stdout.splitlines() if any(w in line for w in telling)))
     assert p.returncode != 0
     assert "fatal: [ct101]" in out and "fatal: [ct100]" in out, out[-4000:]
     assert ("SGLang failed to start: other in phase load_weights: safetensors._safetensors_rust.SafetensorError: "
