@@ -51,7 +51,10 @@ locks=tests/ci/locks
 install_locked() {   # install_locked VENV BASE_PYTHON LOCK: (re)make VENV from LOCK when the lock or the Python changed
   local venv="$1" base="$2" lock="$3"
   local want
-  want="$(sha256sum "$lock" | cut -d' ' -f1) $(readlink -f "$base")"
+  # the interpreter behind BASE, never a venv's (make puts .venv/bin first on PATH, and the venv is removed below)
+  # nor a shim (pyenv's): the same Python gives the same line on every run
+  base="$("$base" -c 'import os, sys; print(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))')"
+  want="$(sha256sum "$lock" | cut -d' ' -f1) $base"
   if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.installed" 2>/dev/null)" != "$want" ]; then
     rm -rf "$venv"
     "$base" -m venv "$venv"

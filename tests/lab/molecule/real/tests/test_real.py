@@ -42,6 +42,22 @@ CHAT = ("import json, sys, urllib.request, urllib.error\n"
         "    print(resp.status, c['message']['role'], c['finish_reason'], isinstance(c['message']['content'], str))\n")
 
 
+# SGLang's own entry points a user runs from the server's venv (python -m sglang.X): each imports there (#60: 0.5.9's
+# lock once took datasets 2.14.4 beside pyarrow 26, and bench_serving died on import)
+ENTRY_POINTS = ("launch_server", "bench_serving", "bench_one_batch_server", "check_env")
+IMPORTS = ("import importlib, sys\n"
+           "for name in sys.argv[1:]:\n"
+           "    importlib.import_module('sglang.' + name)\n"
+           "    print(name)\n")
+
+
+def entry_points_import(host):
+    """Each of SGLang's entry points imports in the live venv, and bench_serving's own command line answers --help."""
+    assert ct(host, "/opt/sglang/venv/bin/python", "-c", IMPORTS, *ENTRY_POINTS).split() == list(ENTRY_POINTS)
+    usage = ct(host, "/opt/sglang/venv/bin/python", "-m", "sglang.bench_serving", "--help")
+    assert usage.startswith("usage:") and "--dataset-name" in usage and "--num-prompts" in usage
+
+
 def ct(host, *argv):
     return host.check_output("pct exec 100 --" + " %s" * len(argv), *argv)
 
@@ -85,6 +101,10 @@ def test_the_venv_came_through_the_labs_shared_uv_cache(host):
     wheels = ("import pathlib\nroot = pathlib.Path('/var/cache/gpuserve-lab/uv')\n"
               "print(sorted({p.name for p in root.glob('wheels-v*/pypi/*') if p.name in ('torch', 'sgl-kernel', 'sglang')}))")
     assert ct(host, "python3", "-c", wheels) == str(["sgl-kernel", "sglang", "torch"])
+
+
+def test_sglangs_own_entry_points_import_in_the_venv_the_collection_built(host):
+    entry_points_import(host)
 
 
 def test_the_key_is_enforced_by_the_real_server(host):

@@ -19,7 +19,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))   # tests/lab/molecule
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lab_http import KEY, PROBE  # noqa: E402
-from test_real import CHAT, UNIT, ct, runbook, said  # noqa: E402  (the same CT, server and helpers)
+from test_real import CHAT, UNIT, ct, entry_points_import, runbook, said  # noqa: E402  (the same CT, server and helpers)
 
 testinfra_hosts = ["ansible://pvehost"]
 NEXT = "0.5.23"
@@ -89,6 +89,7 @@ def test_the_replica_moves_to_the_real_next_release_planned_by_its_own_rules(hos
     assert ct(host, "python3", "-c", CHAT, "30000", KEY, "0") == "200 assistant length True"
     assert ct(host, "python3", "-c", CHAT, "30000", KEY, "1") == "200 data: [DONE]"
     assert ct(host, "python3", "-c", CHAT, "30080", KEY, "0") == "200 assistant length True"
+    entry_points_import(host)                                     # SGLang's own tools in 0.5.23's venv too
 
 
 def test_a_rollout_of_the_next_release_drains_it_through_v1_loads(host):
