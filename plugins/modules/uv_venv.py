@@ -123,10 +123,11 @@ options:
     default: {}
   owner:
     description:
-      - Build as this user (the service account, so no package's build step runs as root), inside its own build
-        directory only. The finished build is then sealed - owned by root and not writable by anyone else - before
-        it is switched in, so root never runs a file the service account could change. Needs the module to run as
-        root. A build made before sealing existed is sealed on the next run (RV(decision=seal)).
+      - Build as this user (a dedicated build account, so no package's build step runs as root nor as the account
+        that serves the venv), inside its own build directory only; uv runs with its home (uv's cache). The
+        finished build is then sealed - owned by root and not writable by anyone else - before it is switched in, so
+        root never runs a file the build account could change. Needs the module to run as root. A build made before
+        sealing existed is sealed on the next run (RV(decision=seal)).
       - uv runs with C(UV_NO_CONFIG=1) (no C(uv.toml) of the account is read) and C(UV_LINK_MODE=copy) (every file
         the build's own, with one link; set in O(public_environment) or not). The seal is refused - a fresh build
         removed, the venv in service untouched - when a process holds a file of the build open for writing (before
@@ -134,6 +135,16 @@ options:
         outside the build (the venv's own interpreter links aside), or an installed file is not what its package's
         dist-info C(RECORD) says (a poisoned cache entry).
     type: str
+  run_as:
+    description:
+      - The account that runs the venv (the service account). The imports of O(verify_imports) are made as it (it
+        sees the GPUs as the server does).
+      - With O(owner), the build is refused before anything is done unless the two are apart - no shared uid, group
+        or home, and a uv cache (C(UV_CACHE_DIR), else the build account's C(~/.cache/uv)) that this account cannot
+        write, nor any parent of it. A serving account that could change the next build's inputs (a compromised
+        server, still running while the next release is built) would have root seal them.
+    type: str
+    version_added: 0.18.0
   keep:
     description: Previous complete builds kept for a quick switch back.
     type: int
@@ -154,7 +165,7 @@ options:
     type: path
   verify_imports:
     description:
-      - Python modules the venv's interpreter imports (as O(owner)) once the venv is in place - also when
+      - Python modules the venv's interpreter imports (as O(run_as), else O(owner)) once the venv is in place - also when
         nothing changed, in this same call - returned as RV(imports). A module that is absent is null; one that
         fails to import fails nothing here but is named in RV(imports) under C(errors) (the caller decides).
       - In check mode a venv that would change is not asked.
@@ -221,14 +232,16 @@ EXAMPLES = r"""
     path: /opt/sglang/venv
     uv: /opt/sglang/tools/uv/bin/uv
     lock: /opt/sglang/locks/sglang-0.5.9.lock
-    owner: sglang
+    owner: sglang-build
+    run_as: sglang
 
 - name: The next release built beside the venv in service (nothing switched yet)
   gpuserve.sglang.uv_venv:
     path: /opt/sglang/venv
     uv: /opt/sglang/tools/uv/bin/uv
     lock: /opt/sglang/locks/sglang-0.5.9.lock
-    owner: sglang
+    owner: sglang-build
+    run_as: sglang
     activate: false
   register: next_build
 

@@ -73,6 +73,12 @@ CASES = [
     # #42 item 6: a source build only of an sdist pinned by hash
     ("venv-fa-source-unpinned", "sglang_venv", {"sglang_venv_flash_attn": "source", "sglang_venv_flash_attn_version": "2.7.4"},
      r"flash-attn 2\.7\.4 has no hash-pinned source distribution \(.*flash-attn-2\.7\.4\.txt\).*Nothing was changed\."),
+    # #58 item 2: the build account apart from the service account (the same account, its group, a home inside)
+    ("venv-build-account", "sglang_venv", {"sglang_venv_build_user": "sglang"},
+     r"sglang_venv_build_user=sglang must be an account of its own - not root, not sglang_venv_user or its group "
+     r"sglang_venv_unix_group \(sglang, sglang\) .* Nothing was changed\."),
+    ("venv-build-home", "sglang_venv", {"sglang_venv_build_home": "/var/lib/sglang/build"},
+     r"sglang_venv_build_home=/var/lib/sglang/build and sglang_venv_home=/var/lib/sglang must not overlap"),
     ("venv-uv-req", "sglang_venv", {"sglang_venv_uv_version": "0.9.29"},
      r"uv 0\.9\.29 has no hash-pinned requirement .*uv-0\.9\.29\.txt\): generate it with `uv pip compile"),
     # #47 item 2, the last link: a uv too old for the build's options is refused, even as a binary with its sha256

@@ -477,3 +477,22 @@ def test_a_poisoned_cache_entry_never_comes_out_sealed(site):
     assert "the build is refused and removed" in r["msg"]
     assert os.path.realpath(site["path"]) == first["build_path"]
     assert sorted(os.listdir(site["path"] + ".builds")) == [first["build"]]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="building as another account needs root")
+def test_a_build_account_that_is_not_apart_from_the_serving_one_is_refused_before_anything_is_built(site):
+    """#58 item 2: owner (the build account) and run_as (the serving account) through the module, real accounts of
+    this machine: the same account, and a build account whose uv cache the serving account can write (the shared
+    1777 kind), are each refused with the fix, nothing built and no venv made."""
+    lk = lock(site, "alpha==1.0")
+    same = run_module(M, args(site, lk, owner="nobody", run_as="nobody"))
+    assert same.get("failed") is True and "owner=nobody and run_as=nobody are the same uid" in same["msg"], same
+    assert "give a dedicated build account" in same["msg"] and same["msg"].endswith("nothing was built")
+    shared = site["tmp"] / "shared-uv-cache"
+    shared.mkdir()
+    os.chmod(str(shared), 0o1777)
+    cache = run_module(M, args(site, lk, owner="daemon", run_as="nobody",
+                               public_environment={"UV_CACHE_DIR": str(shared)}))
+    assert cache.get("failed") is True, cache
+    assert "the uv cache %s can be written by run_as=nobody" % shared in cache["msg"], cache["msg"]
+    assert not os.path.lexists(site["path"]) and not os.path.exists(site["path"] + ".builds")

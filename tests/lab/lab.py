@@ -327,7 +327,9 @@ def up():
     host = pvehost_image(base)
     cpu_engine_debs()
     os.makedirs(UV_CACHE, exist_ok=True)
-    os.chmod(UV_CACHE, 0o1777)      # written by the CT's service account (the lab's CTs are privileged: same uids)
+    # written by role sglang_venv's build account in the lab's CTs (privileged: same uids), which
+    # tests/lab/playbooks/stage-cpu-engine.yml makes with uid 4990 and gives the cache to (0755: the service account
+    # cannot write it, or the role refuses it)
     key = ssh_key()
     log("starting %s at %s" % (HOST_NAME, HOST_IP))
     podman("run", "-d", "--name", HOST_NAME, "--label", LABEL, "--label", SLOT_LABEL, "--hostname", "pve-lab",

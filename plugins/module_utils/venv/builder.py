@@ -8,7 +8,8 @@ module's result, or raises ``VenvFailed`` with the message and the result so far
 warn with, either way.
 
 Preflight first (nothing on disk changes before every input was checked); then the decision (none, build, repair,
-switch, seal); a build happens beside the venv in service, as the owner, is sealed (root's, read-only) and switched
+switch, seal); a build happens beside the venv in service, as the owner (a build account apart from run_as, the
+account that serves it), is sealed (root's, read-only) and switched
 in by one symlink rename; older builds are pruned. With verify_imports the venv's interpreter imports them in the
 same call (cached while nothing they depend on changed).
 """
@@ -18,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import collections
+import grp
 import hashlib
 import os
 import pwd
@@ -25,6 +27,7 @@ import shutil
 import time
 
 from ..host import Failed, write_json
+from .accounts import account_problems, uv_cache_dir
 from .seal import SealError, links_leaving, open_writers, record_mismatches, seal
 from .uv import (MARKER, VERIFY_CODE, BuildProgress, build_id, decide, find_argv, gpu_view, imports_fingerprint,
                  install_steps, parse_lock, parse_verify, prune, read_imports_cache, read_marker, run_streaming,
@@ -54,6 +57,7 @@ ARGUMENT_SPEC = dict(
     environment=dict(type="dict", default={}, no_log=True),
     public_environment=dict(type="dict", default={}),
     owner=dict(type="str"),
+    run_as=dict(type="str"),
     keep=dict(type="int", default=1),
     no_binary=dict(type="list", elements="str", default=[]),
     progress_file=dict(type="path"),
@@ -78,6 +82,11 @@ class _Done(Exception):
     def __init__(self, result):
         super(_Done, self).__init__("done")
         self.result = result
+
+
+def _groups_of(pw):
+    """Every gid an account is in: its primary group and each group that lists it."""
+    return {pw.pw_gid} | {g.gr_gid for g in grp.getgrall() if pw.pw_name in g.gr_mem}
 
 
 class Runner(object):
@@ -107,11 +116,26 @@ class Runner(object):
                                  % p["owner"], {})
             self.env["HOME"] = self.user.pw_dir
             self.env["USER"] = self.user.pw_name
+        self.serve = None           # the account that runs the venv (run_as): the imports are checked as it
+        if p.get("run_as"):
+            try:
+                self.serve = pwd.getpwnam(p["run_as"])
+            except KeyError:
+                raise VenvFailed("run_as=%s: no such user on the target; create the service account first"
+                                 % p["run_as"], {})
 
-    def run(self, argv, what, progress=None):
-        if self.user is not None and os.geteuid() == 0 and self.user.pw_uid != 0:
+    def separation_problems(self):
+        """owner (the build account) against run_as (the serving account): no shared uid, group or home, and a uv
+        cache the serving account cannot write (venv/accounts.py); nothing to check without both."""
+        if self.user is None or self.serve is None:
+            return []
+        return account_problems(self.user, self.serve, _groups_of, uv_cache_dir(self.env, self.user.pw_dir))
+
+    def run(self, argv, what, progress=None, serving=False):
+        user = self.serve if serving and self.serve is not None else self.user
+        if user is not None and os.geteuid() == 0 and user.pw_uid != 0:
             # by its path: the build's PATH (public_environment, e.g. CUDA's bin first) need not hold /usr/sbin
-            argv = [self.which("runuser", required=True), "-u", self.user.pw_name, "--"] + argv
+            argv = [self.which("runuser", required=True), "-u", user.pw_name, "--"] + argv
         if progress is not None:
             return self.run_reporting(argv, what, progress)
         rc, out, err = self.run_command(argv, environ_update=self.env, cwd="/")
@@ -277,6 +301,9 @@ class VenvManager(object):
     # -- preflight: nothing on disk changes before every input has been checked -------------------------------------
     def preflight(self):
         p = self.p
+        separation = self.b.separation_problems()
+        if separation:
+            self.fail("%s; nothing was built" % "; ".join(separation), {})
         if p["uv_version"] and uv_version_problem(p["uv_version"]):
             self.fail("uv_version=%s: %s; nothing was built" % (p["uv_version"], uv_version_problem(p["uv_version"])),
                       {})
@@ -496,7 +523,7 @@ class VenvManager(object):
             self.result["removed"].append(old)
 
     def finish(self):
-        """The result; with verify_imports, the venv's interpreter first imports them (as the owner) and the answer
+        """The result; with verify_imports, the venv's interpreter first imports them (as run_as, else the owner) and the answer
         is returned as ``imports`` - in the same call, so a no-op re-run needs no second round trip. In check mode a
         venv that would change is not asked (it is not there yet). With verify_cached, the last answer is reused
         while the venv's packages, its interpreter and the GPUs the container sees are unchanged (IMPORTS_CACHE);
@@ -511,7 +538,8 @@ class VenvManager(object):
             result["imports"] = dict(cached["imports"], cached=True, verified_at=cached["verified_at"])
             return result
         python = result["python"]
-        err = self.b.run([python, "-c", VERIFY_CODE] + names, "importing %s with %s" % (", ".join(names), python))
+        err = self.b.run([python, "-c", VERIFY_CODE] + names, "importing %s with %s" % (", ".join(names), python),
+                         serving=True)
         imports = None if err else parse_verify(self.b.last_out)
         if imports is None:
             self.fail("%s: %s" % (python, err or "printed no JSON: %s" % self.b.last_out.strip()[-1000:]))

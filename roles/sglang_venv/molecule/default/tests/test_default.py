@@ -1,5 +1,5 @@
-"""sglang_venv in the lab's CT 100: the venv path is a symlink to one complete build owned by the service
-account, the real sglang 0.5.9 imports from it, uv is the pinned one and belongs to the service account."""
+"""sglang_venv in the lab's CT 100: the venv path is a symlink to one complete build, sealed (root's), made by a build
+account apart from the service account; the real sglang 0.5.9 imports from it; uv is the pinned one and root's."""
 import json
 
 testinfra_hosts = ["ansible://ct100"]
@@ -42,7 +42,7 @@ def test_real_sglang_imports_at_the_pinned_version_with_the_lock_versions(host):
 
 
 def test_uv_is_pinned_roots_and_the_service_account_cannot_replace_it(host):
-    """#42 item 4: the service account runs uv for its builds, which root seals and later runs; a uv it could
+    """#42 item 4: the build account runs uv for its builds, which root seals and later runs; a uv it could
     replace would poison them. uv, its environment and every directory above are root's, writable by root only."""
     out = host.run("/opt/sglang/tools/uv/bin/uv --version")
     assert out.rc == 0 and out.stdout.split()[:2] == ["uv", "0.9.30"]
@@ -53,3 +53,19 @@ def test_uv_is_pinned_roots_and_the_service_account_cannot_replace_it(host):
     assert swap.rc != 0 and "Permission denied" in swap.stderr
     assert host.file("/opt/sglang/tools/locks/uv-0.9.30.txt").contains("--hash=sha256:")
     assert host.user("sglang").shell == "/usr/sbin/nologin"
+
+
+def test_the_build_ran_as_a_build_account_apart_whose_cache_the_service_account_cannot_write(host):
+    """#58 item 2: uv ran as sglang-build (its own uid, group and home, 0700), so its cache - what the next build
+    installs from - lies where the service account cannot write, and the serving account's own home holds no cache."""
+    build, serve = host.user("sglang-build"), host.user("sglang")
+    assert build.uid != serve.uid and build.shell == "/usr/sbin/nologin"
+    assert not set(build.gids) & set(serve.gids), (build.gids, serve.gids)
+    assert build.home == "/var/lib/sglang-build" and serve.home == "/var/lib/sglang"
+    home = host.file(build.home)
+    assert home.user == "sglang-build" and home.mode == 0o700
+    cached = host.run("find /var/lib/sglang-build/.cache/uv -maxdepth 4 -path '*/wheels-v*/sglang' -print -quit")
+    assert cached.rc == 0 and cached.stdout.strip(), cached.stderr     # the build's wheels came through this cache
+    assert not host.file("/var/lib/sglang/.cache/uv").exists
+    poison = host.run("runuser -u sglang -- touch /var/lib/sglang-build/.cache/uv/planted")
+    assert poison.rc != 0 and "Permission denied" in poison.stderr
