@@ -14,7 +14,7 @@ import yaml
 
 from ansible_helpers import ROOT, VENV_BIN
 
-LEFT_OUT = ("tests/", "inventory/lab/", ".ci/", "Makefile", "ansible.cfg", ".venv", "build/")
+LEFT_OUT = ("tests/", "inventory/lab/", ".ci/", "Makefile", "ansible.cfg", ".venv", "build/", "changelogs/fragments/")
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,8 @@ def installed(tmp_path_factory):
 def test_the_tarball_carries_the_content_and_nothing_of_the_tests_or_the_lab(installed):
     with tarfile.open(installed["tarball"]) as tar:
         names = tar.getnames()
-    inside = [n for n in names if n.startswith(LEFT_OUT) or "/lab/" in n or "fake-nvidia" in n or "standin" in n]
+    inside = [n for n in names if n.startswith(LEFT_OUT) or "/lab/" in n or "fake-nvidia" in n or "standin" in n
+              or "/molecule/" in n or n.endswith("/molecule")]
     assert not inside, inside[:20]
     for must in ("LICENSES/GPL-3.0-or-later.txt", "README.md", "CHANGELOG.rst", "meta/runtime.yml", "playbooks/plan.yml",
                  "plugins/modules/sglang_server.py", "roles/sglang_server/tasks/main.yml",
