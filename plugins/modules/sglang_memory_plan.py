@@ -120,7 +120,10 @@ options:
     description:
       - The failure kind the replayed launch died of (C(failure.kind) of M(gpuserve.sglang.sglang_log_facts)), when
         O(measured) are its logged numbers. A replay that fits for a launch that died of C(kv_pool_oom) then says that
-        its inputs differ from that launch's, and which (RV(replay_mismatch)).
+        its inputs differ from that launch's, and which (RV(replay_mismatch)); the plan returned is then the launch
+        as SGLang saw it - planned again with the free memory SGLang sized the pool with (from its own logged profile,
+        else just below the floor where no pool fits) - so its outcome is what happened and its fixes work from there,
+        and the replay of the logged numbers is RV(replay). RV(explain) and the picture lead with the death.
     type: str
   release:
     description:
@@ -193,10 +196,21 @@ release_source:
   type: str
 replay_mismatch:
   description: O(launch_failure=kv_pool_oom) and a plan that fits - the replay's inputs differ from that launch's; which
-    (the free memory SGLang profiled with, from its own profile when the log has it), in numbers. Also the first line
-    of RV(explain).
+    (the free memory SGLang profiled with, from its own profile when the log has it), in numbers. RV(explain) begins
+    with the launch's death (C(Launch:)) and the replay named as a replay (C(Replay:)).
   returned: when the replay contradicts the launch
   type: str
+replay:
+  description: The replay of the launch's logged numbers that contradicted it (C(outcome), C(max_total_num_tokens),
+    C(avail_mem_after_load_gb) as logged); the plan itself is the launch as SGLang saw it.
+  returned: when the replay contradicts the launch and the plan with what SGLang saw dies as the launch did
+  type: dict
+  sample: {outcome: fits, max_total_num_tokens: 4450, avail_mem_after_load_gb: 21.22}
+launch_failure:
+  description: O(launch_failure), when the replay contradicted the launch.
+  returned: when the replay contradicts the launch
+  type: str
+  sample: kv_pool_oom
 chosen_args:
   description: O(goal) given - the complete server args the planner chose (O(args) with the search's changes).
   returned: when goal is given

@@ -15,7 +15,7 @@ from .model import (CONTEXT_LENGTH_KEYS, GIB, HYBRID_SWA_ARCHS, KNOWN_ARCHITECTU
                     MULTIMODAL_OFF_BY_DEFAULT, Model, PlanError, ServerArgs, bucket_defaults, gpus_from_profile)
 from .sizes import (auto_mem_fraction_static, cell_size, checkpoint_bytes, kv_layers, mamba_per_request,
                     outside_static_gb, piecewise_capture_sizes, pp_layer_range, static_rest_gb)
-from .chart import explain, replay_mismatch
+from .chart import explain, free_when_sized_gb, replay_mismatch
 from .memory import plan
 from .tune import GOALS, GRID, TuneError, choose
 from .picture import chart_svg, layout
@@ -26,7 +26,7 @@ __all__ = (
     "CONTEXT_LENGTH_KEYS", "DEFAULT_RELEASE", "GIB", "GOALS", "GRID", "HYBRID_SWA_ARCHS", "KNOWN_ARCHITECTURES",
     "KNOWN_RELEASES", "MULTIMODAL_ARCHS", "MULTIMODAL_OFF_BY_DEFAULT", "Model", "PLAN_ARGUMENT_SPEC", "PlanError",
     "PlanRefused", "ServerArgs", "TuneError", "auto_mem_fraction_static", "bucket_defaults", "cell_size",
-    "chart_svg", "checkpoint_bytes", "choose", "explain", "gpus_from_profile", "installed_release", "kv_layers",
+    "chart_svg", "checkpoint_bytes", "choose", "explain", "free_when_sized_gb", "gpus_from_profile", "installed_release", "kv_layers",
     "layout", "mamba_per_request", "outside_static_gb", "piecewise_capture_sizes", "plan", "plan_request", "pp_layer_range",
     "replay_mismatch", "resolve_release", "static_rest_gb",
 )

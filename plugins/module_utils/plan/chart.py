@@ -88,6 +88,27 @@ def _fmt_change(change):
     return ", ".join("%s=%s" % (k, v) for k, v in sorted(change.items()))
 
 
+def free_when_sized_gb(result, measured):
+    """The free memory SGLang 0.5.9 sized the pool with (profile_max_num_token's own reading, taken after the logged
+    "Load weight end"), as the log implies it, and how it is known: (GiB, words). From its profiled token count when
+    logged; else just below the floor under which no pool fits (it found no room). None when the log has no readings."""
+    measured = measured or {}
+    m0, m1 = measured.get("avail_mem_before_load_gb"), measured.get("avail_mem_after_load_gb")
+    if m0 is None or m1 is None:
+        return None
+    mfs = float(result["mem_fraction_static"])
+    floor = outside_static_gb(float(m0), mfs)
+    profiled = measured.get("profiled_max_total_num_tokens")
+    if profiled is not None and result.get("cell_size_bytes"):
+        seen = profiled * float(result["cell_size_bytes"]) / GIB + floor
+        return seen, ("SGLang's own profile came to %d tokens, so it saw %.3f GiB free when it sized the pool, %.3f "
+                      "GiB less than the %.2f GiB it logged after loading" % (profiled, seen, float(m1) - seen,
+                                                                               float(m1)))
+    return floor - 1.0 / 1024, ("SGLang found no room, so it saw at most %.3f GiB free when it sized the pool (%.2f x "
+                                "(1 - %s)), at least %.3f GiB less than the %.2f GiB it logged after loading" % (
+                                    floor, float(m0), mfs, float(m1) - floor, float(m1)))
+
+
 def replay_mismatch(result, launch_failure, measured):
     """A replay of a launch's logged numbers that fits, for a launch that died of the pool error: the words that say
     its inputs differ from that launch's, and which. ``result`` is plan() with those numbers, ``measured`` what the log
@@ -97,26 +118,14 @@ def replay_mismatch(result, launch_failure, measured):
     0.5.9 sizes the pool with a reading of its own (profile_max_num_token), taken after the logged "Load weight end"."""
     if launch_failure != "kv_pool_oom" or result.get("outcome") == "kv_pool_oom":
         return None
-    measured = measured or {}
-    m0, m1 = measured.get("avail_mem_before_load_gb"), measured.get("avail_mem_after_load_gb")
     tokens = result.get("max_total_num_tokens")
     head = ("The replay of this launch's logged numbers gives %s, but the launch died of the pool error: the replay's "
             "inputs differ from that launch's. The args are the launch's own; the free memory is not" % (
                 "%d KV tokens" % tokens if tokens and tokens > 0 else result.get("outcome")))
-    if m0 is None or m1 is None:
+    sized = free_when_sized_gb(result, measured)
+    if sized is None:
         return head + ": the log has no free-memory readings to replay."
-    mfs = float(result["mem_fraction_static"])
-    floor = outside_static_gb(float(m0), mfs)
-    profiled = measured.get("profiled_max_total_num_tokens")
-    if profiled is not None and result.get("cell_size_bytes"):
-        seen = profiled * float(result["cell_size_bytes"]) / GIB + floor
-        which = ("SGLang's own profile came to %d tokens, so it saw %.3f GiB free when it sized the pool, %.3f GiB "
-                 "less than the %.2f GiB it logged after loading" % (profiled, seen, float(m1) - seen, float(m1)))
-    else:
-        which = ("SGLang found no room, so it saw at most %.3f GiB free when it sized the pool (%.2f x (1 - %s)), at "
-                 "least %.3f GiB less than the %.2f GiB it logged after loading" % (
-                     floor, float(m0), mfs, float(m1) - floor, float(m1)))
     return ("%s: %s. Memory was taken between the two readings - on a GPU by another process (nvidia-smi lists it); "
             "with --device cpu the free memory is the machine's, which SGLang's own tokenizer and detokenizer take "
             "while it starts. Leave that much more room: a larger --mem-fraction-static or a smaller pool."
-            % (head, which))
+            % (head, sized[1]))

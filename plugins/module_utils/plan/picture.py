@@ -29,6 +29,7 @@ OVER = "#d62728"
 WIDTH, LEFT, BAR_WIDTH, BAR_HEIGHT, GAP, TOP = 1000, 190, 600, 34, 26, 78
 LINE = 17          # text line height under the bars
 MAX_CHARS = 150    # a fix's words beyond this are cut (the full words are in explain)
+LABEL_CHARS = 24   # a GPU's name beside its bar: 24 characters of 12 px text (at most 7 px each) fit in LEFT - 16
 
 
 def widest_gb(result):
@@ -101,8 +102,11 @@ def _bar(gpu_bar):
             out.append('<rect class="part %s" x="%d" y="%d" width="%d" height="%d" fill="%s" data-gib="%.2f">'
                        '<title>%s %.2f GiB</title></rect>' % (
                            label.replace(" ", "-"), x0, gpu_bar["top"], x1 - x0, BAR_HEIGHT, colour, gib, label, gib))
-    out.append(_text(LEFT - 10, gpu_bar["top"] + BAR_HEIGHT // 2 + 5,
-                     "GPU %s %s" % (gpu_bar["index"], gpu_bar["name"]), anchor="end"))
+    # two lines right-aligned before the bar, the name cut to what fits between the left edge and the bar (#60:
+    # "GPU 0 CPU (lab, --device cpu)" on one line ran past the left edge)
+    name = gpu_bar["name"] if len(gpu_bar["name"]) <= LABEL_CHARS else gpu_bar["name"][:LABEL_CHARS - 1] + "\u2026"
+    out.append(_text(LEFT - 10, gpu_bar["top"] + 14, "GPU %s" % gpu_bar["index"], size=12, anchor="end"))
+    out.append(_text(LEFT - 10, gpu_bar["top"] + 29, name, size=12, anchor="end"))
     if gpu_bar["over"]:
         x0, x1, gib = gpu_bar["over"]
         out.append('<rect class="over" x="%d" y="%d" width="%d" height="5" fill="%s"/>' % (
@@ -124,11 +128,25 @@ def _legend(result, y):
     return out
 
 
+def _title(result, pool):
+    """What the picture is, in one line that fits the picture (the release is said on the line below): a plan, or -
+    for a launch that died and whose logged numbers replay to a fit - that launch as SGLang saw it, said first (never
+    drawn as "fits" under a launch that died)."""
+    what = "%s, tp_size=%s, mem_fraction_static=%.4g" % (result.get("architecture"), result.get("tp_size"),
+                                                         float(result["mem_fraction_static"]))
+    if result.get("replay"):
+        return "Launch died: %s - %s: %s as SGLang saw it" % (result.get("launch_failure"), what, pool)
+    if result.get("launch_failure"):
+        return "Launch died: %s - %s; the replay of its numbers: %s, %s" % (result["launch_failure"], what,
+                                                                            result["outcome"], pool)
+    return "%s: %s, %s" % (what, result["outcome"], pool)
+
+
 def chart_svg(result):
     """The plan of ``plan()`` (its ``per_gpu``, ``mem_fraction_static``, ``explain``) as an SVG document."""
     lay = layout(result)
     words = [line for line in result.get("explain") or []
-             if line.startswith(("Outcome:", "  fix ", "  does not help:", "note:"))]
+             if line.startswith(("Launch:", "Replay:", "Outcome:", "  fix ", "  does not help:", "note:"))]
     bottom = TOP + len(lay["bars"]) * (BAR_HEIGHT + GAP)
     height = bottom + 56 + LINE * len(words) + 16
     b, tokens = result["per_gpu"][0], result.get("max_total_num_tokens")
@@ -136,12 +154,10 @@ def chart_svg(result):
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu '
            'Sans, Arial, sans-serif" shape-rendering="crispEdges">' % (WIDTH, height, WIDTH, height),
            '<rect class="background" x="0" y="0" width="%d" height="%d" fill="#ffffff"/>' % (WIDTH, height),
-           _text(16, 26, "%s, tp_size=%s, mem_fraction_static=%s: %s, %s (SGLang %s)" % (
-               result.get("architecture"), result.get("tp_size"), result["mem_fraction_static"], result["outcome"],
-               pool, result.get("release", "0.5.9")), size=15, weight="bold"),
-           _text(16, 48, "per GPU: %.2f GiB free after CUDA/NCCL init (%s); static budget %.2f x %.2f = %.2f GiB; "
-                 "headroom %.2f GiB (needs %.2f)" % (
-                     b["avail_mem_before_load_gb"], result.get("sources", {}).get("avail_mem_before_load_gb", ""),
+           _text(16, 26, _title(result, pool), size=14, weight="bold"),
+           _text(16, 48, "SGLang %s, per GPU: %.2f GiB free after CUDA/NCCL init (%s); static budget %.2f x %.2f = "
+                 "%.2f GiB; headroom %.2f GiB (needs %.2f)" % (
+                     result.get("release", "0.5.9"), b["avail_mem_before_load_gb"], result.get("sources", {}).get("avail_mem_before_load_gb", ""),
                      result["mem_fraction_static"], b["avail_mem_before_load_gb"], lay["budget_gb"],
                      b["headroom_gb"], b.get("headroom_need_gb") or 0.0), size=12)]
     # the budget line first: the bars cover it, so it shows between them, never across a part
@@ -154,7 +170,7 @@ def chart_svg(result):
     out.extend(_axis(widest_gb(result), lay["scale"], bottom - GAP + 16))
     out.extend(_legend(result, bottom + 30))
     for i, line in enumerate(words):
-        fill = OVER if line.startswith("Outcome: kv_pool_oom") or line.startswith("Outcome: headroom_oom") else (
+        fill = OVER if line.startswith(("Outcome: kv_pool_oom", "Outcome: headroom_oom", "Launch:")) else (
             "#777" if line.startswith("  does not help:") else "#222")
         out.append(_text(16, bottom + 58 + i * LINE, line.strip(), size=12, fill=fill))
     out.append("</svg>")

@@ -14,7 +14,7 @@ import json
 import os
 
 from ..host import Failed
-from .chart import replay_mismatch
+from .chart import free_when_sized_gb, replay_mismatch
 from .memory import plan
 from .model import PlanError, gpus_from_profile
 from .picture import chart_svg
@@ -110,6 +110,33 @@ def checkpoint_note(result, config, gpus, args, measured, **same):
     return note
 
 
+def _as_the_launch_saw_it(result, launch_failure, measured, replan):
+    """A launch that died of the pool error whose logged numbers replay to a plan that fits (#60 item 3): the plan
+    again with the free memory SGLang sized the pool with (free_when_sized_gb), so that the outcome is what happened
+    and the fixes are ones that work from what it saw. The replay of the logged numbers is kept as ``replay`` and said
+    as a replay; ``launch_failure`` names what the launch died of. Any other result is returned as it is."""
+    mismatch = replay_mismatch(result, launch_failure, measured)
+    if not mismatch:
+        return result
+    sized = free_when_sized_gb(result, measured)
+    again = replan(dict(measured, avail_mem_after_load_gb=round(sized[0], 6))) if sized else None
+    if again is None or again["outcome"] != "kv_pool_oom":
+        result.update(replay_mismatch=mismatch, launch_failure=launch_failure)
+        result["explain"] = [mismatch] + list(result.get("explain") or [])
+        return result
+    tokens = result.get("max_total_num_tokens")
+    replay = {"outcome": result["outcome"], "max_total_num_tokens": tokens,
+              "avail_mem_after_load_gb": measured.get("avail_mem_after_load_gb")}
+    lead = ["Launch: died of kv_pool_oom (SGLang's pool error) with %.2f GiB free before loading and %.2f GiB after "
+            "(logged); %s." % (float(measured["avail_mem_before_load_gb"]), float(measured["avail_mem_after_load_gb"]),
+                               sized[1]),
+            "Replay: the logged numbers alone give %s - not what happened; below, the plan with the %.3f GiB SGLang "
+            "saw." % ("%d KV tokens" % tokens if tokens and tokens > 0 else result["outcome"], sized[0])]
+    again.update(replay=replay, replay_mismatch=mismatch, launch_failure=launch_failure)
+    again["explain"] = lead + list(again.get("explain") or [])
+    return again
+
+
 def plan_request(model_path=None, model_config=None, require=None, gpus=None, gpu_profile=None, gpu_count=1,
                  args=None, measured=None, weights_bytes=None, fail_on=("kv_pool_oom",), goal=None, allow=(),
                  margin=0.05, min_context=None, min_requests=1, keep=None, launch_failure=None, release=None,
@@ -162,10 +189,8 @@ def _planned(model_path, model_config, gpus, gpu_profile, gpu_count, args, measu
         note = checkpoint_note(result, config, gpus, args, measured, **same)
         if note:
             warnings.append(note)
-        mismatch = replay_mismatch(result, launch_failure, measured)
-        if mismatch:
-            result["replay_mismatch"] = mismatch
-            result["explain"] = [mismatch] + list(result.get("explain") or [])
+        result = _as_the_launch_saw_it(result, launch_failure, measured,
+                                       lambda saw: plan(config, gpus, args, measured=saw, weights_bytes=weights, **same))
     except PlanError as exc:
         raise PlanRefused(str(exc))
     if result["outcome"] in fail_on:

@@ -3,11 +3,13 @@ and its HTTP server, auth, scheduler and memory pool are real; CUDA kernels, GPU
 
 Each relaunch below starts the real server (about 20 s idle, a minute on a loaded machine); the tests run in file
 order and leave the server as they found it (the module puts the last good configuration back), the stop last."""
+import glob
 import json
 import os
 import re
 import shlex
 import sys
+import tempfile
 import time
 import urllib.parse
 
@@ -290,7 +292,8 @@ def test_the_seeds_error_for_real_named_restored_and_diagnosed(host):
         assert ct(host, "systemctl", "is-active", UNIT) == "active"
         assert ct(host, "python3", "-c", PROBE, "/v1/models", KEY) == "200"
         assert ct(host, "systemctl", "show", "-p", "MainPID", "--value", UNIT) != pid      # a new launch, read as ready
-        d = runbook("diagnose.yml")
+        charts = tempfile.mkdtemp(prefix="gpuserve-charts-")
+        d = runbook("diagnose.yml", "-e", "sglang_server_diagnose_chart_dir=%s" % charts)
         assert d.returncode == 0, d.stdout[-3000:]
         assert "(the failed launch before this one; the last good configuration was put back after it)" in said(d)
         assert "failure: kv_pool_oom - The static budget is mem_fraction_static x free memory = %s x" % fraction \
@@ -298,9 +301,16 @@ def test_the_seeds_error_for_real_named_restored_and_diagnosed(host):
         # the replay of the logged numbers either dies of the pool error too, or fits and says why it is not that
         # launch (SGLang's second reading of the machine's free memory, 20-55 MiB lower): which one depends on what
         # else the machine did between SGLang's two readings (a clean-clone run under load gave the first)
-        replayed_oom = "Outcome: kv_pool_oom: SGLang will stop with 'Not enough memory." in said(d)
-        assert replayed_oom or "but the launch died of the pool error: the replay's inputs differ from that " \
-            "launch's" in said(d), said(d)[-3000:]
+        # (#60 item 3) either way the diagnosis is of a launch that died: the pool error, and a fix of the fraction
+        # with the tokens it gives; a replay that fits is named a replay, "not what happened", never the outcome
+        assert "Outcome: kv_pool_oom: SGLang will stop with 'Not enough memory." in said(d), said(d)[-3000:]
+        assert re.search(r"fix mem_fraction_static=0\.\d+ -> (fits|context_truncated), \d+ tokens", said(d)), said(d)
+        if "Replay:" in said(d):
+            assert "Launch: died of kv_pool_oom (SGLang's pool error) with" in said(d)
+            assert re.search(r"Replay: the logged numbers alone give \d+ KV tokens - not what happened", said(d))
+        svg = open(glob.glob(os.path.join(charts, "*.svg"))[0]).read()
+        title = re.search(r"<text [^>]*>([^<]*)</text>", svg).group(1)
+        assert "kv_pool_oom" in title and "fits" not in title, title
         assert "replaying the launch's own args" in said(d) and '"mem_fraction_static": %s' % fraction in said(d)
         s = runbook("status.yml")
         assert "no failure in this launch" in said(s) and "failed and this, the last good configuration, was" in said(s)
