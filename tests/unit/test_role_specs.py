@@ -20,7 +20,7 @@ def same_default(spec, default):
     proxmox_vmid: no int the docsite can show, antsibull-docs renders such a role page as malformed), the spec has
     none and its description names the variable the template reads."""
     if spec.get("type") == "int" and str(default).startswith("{{") and "default" not in spec:
-        return str(default).strip("{} ").split("|")[0].strip() in spec["description"]
+        return str(default).strip("{} ").split("|", maxsplit=1)[0].strip() in spec["description"]
     return spec.get("default") == default
 
 

@@ -116,6 +116,7 @@ def test_on_the_real_file_system(tmp_path):
     try:
         cache = tmp_path / "cache"
         cache.mkdir(mode=0o755)
+
         def cache_problems(build, serve):
             return [p for p in A.account_problems(build, serve, groups_of, str(cache)) if "uv cache" in p]
         assert len(cache_problems(other, me)) == 1          # the serving account (this test's) owns the cache

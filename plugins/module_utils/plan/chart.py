@@ -101,9 +101,9 @@ def free_when_sized_gb(result, measured):
     profiled = measured.get("profiled_max_total_num_tokens")
     if profiled is not None and result.get("cell_size_bytes"):
         seen = profiled * float(result["cell_size_bytes"]) / GIB + floor
-        return seen, ("SGLang's own profile came to %d tokens, so it saw %.3f GiB free when it sized the pool, %.3f "
-                      "GiB less than the %.2f GiB it logged after loading" % (profiled, seen, float(m1) - seen,
-                                                                               float(m1)))
+        words = ("SGLang's own profile came to %d tokens, so it saw %.3f GiB free when it sized the pool, %.3f GiB "
+                 "less than the %.2f GiB it logged after loading" % (profiled, seen, float(m1) - seen, float(m1)))
+        return seen, words
     return floor - 1.0 / 1024, ("SGLang found no room, so it saw at most %.3f GiB free when it sized the pool (%.2f x "
                                 "(1 - %s)), at least %.3f GiB less than the %.2f GiB it logged after loading" % (
                                     floor, float(m0), mfs, float(m1) - floor, float(m1)))

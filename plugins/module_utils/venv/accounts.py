@@ -61,8 +61,8 @@ def account_problems(build, serve, groups_of, cache, lstat=os.lstat):
     b_home, s_home = build.pw_dir or "/", serve.pw_dir or "/"
     if _inside(b_home, s_home) or _inside(s_home, b_home):
         problems.append("owner=%s's home %s and run_as=%s's home %s overlap: uv reads its cache and settings under "
-                        "the build account's home; give it a home of its own" % (build.pw_name, b_home,
-                                                                                serve.pw_name, s_home))
+                        "the build account's home; give it a home of its own"
+                        % (build.pw_name, b_home, serve.pw_name, s_home))
     if cache:
         problems.extend(_cache_problems(cache, serve, s_gids, lstat))
     return problems
