@@ -53,6 +53,15 @@ def progress_line(label, progress):
     return None
 
 
+def fresh_line(label, doc, fresh):
+    """(fresh, the line to print or None) for one poll's progress document. A server launch's progress says
+    "starting" until it ends ("ready" or "ended"): an ended document before this job's first live one is an earlier
+    job's last line ("phase ready after 35 s" of the launch being replaced), never printed; ``fresh`` says a live one
+    was seen."""
+    fresh = fresh or (isinstance(doc, dict) and doc.get("state") not in ("ready", "ended"))
+    return fresh, (progress_line(label, doc) if fresh else None)
+
+
 def job_state(text):
     """'running' or 'finished' from the async results file's text (absent or half-written means running)."""
     try:
@@ -243,6 +252,7 @@ class ActionModule(ActionBase):
         t0 = time.time()
         polls = 0
         last = None
+        fresh = False
         while True:
             polls += 1
             out = self._low_level_execute_command(cmd)
@@ -257,9 +267,10 @@ class ActionModule(ActionBase):
                     stopped_for = bad
                     self._stop_self(args, "%s failed" % who(bad))
             try:
-                line = progress_line(args["label"], json.loads(progress_text)) if progress_text.strip() else None
+                doc = json.loads(progress_text) if progress_text.strip() else None
             except ValueError:
-                line = None                   # the progress file is being rewritten: next poll
+                doc = None                    # the progress file is being rewritten: next poll
+            fresh, line = fresh_line(args["label"], doc, fresh)
             if line and line != last:
                 display.display(line)
                 last = line

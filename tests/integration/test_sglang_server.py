@@ -3,6 +3,7 @@ import grp
 import http.client
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -274,8 +275,9 @@ def test_a_long_start_up_prints_its_phase_and_numbers_while_it_waits(server, tmp
         {"name": "said", "ansible.builtin.debug": {"msg": "status={{ done.status }} tokens={{ done.server_info.max_total_num_tokens }}"}},
     ]}], tmp_path)
     assert p.returncode == 0, p.stdout[-3000:]
-    lines = [line for line in p.stdout.splitlines() if line.startswith("sglang-t: phase ")]
-    assert any("phase load_weights" in line for line in lines), lines
+    # each line names its launch (#60 item 5): "sglang-t: new launch <id>: phase ..."
+    lines = [line for line in p.stdout.splitlines() if re.match(r"sglang-t: new launch [0-9a-f-]+: phase ", line)]
+    assert any("phase load_weights" in line for line in lines), p.stdout[-3000:]
     assert any("weights 15.07 GiB" in line for line in lines), lines
     assert len(lines) >= 3 and "status=ready tokens=207346" in p.stdout
     # the job's warning is text, as the module's own would be (ansible-core 2.19 serializes it in the job's file)

@@ -13,7 +13,7 @@ import tempfile
 
 import pytest
 
-from unit_helpers import CONTROLLER, ROOT, collection_by_path
+from unit_helpers import CONTROLLER, ROOT, collection_by_path, load_module_util
 
 pytestmark = CONTROLLER
 
@@ -136,3 +136,35 @@ def test_an_echo_with_no_cause_among_the_others_keeps_its_own_message_after_a_bo
     jp.ActionModule._name_the_cause(result, {"group": "lab", "group_timeout": 600.0}, gdir, "ct100", ["ct101"],
                                     wait=0.2)
     assert result["msg"] == ECHO["msg"] and "group_failure" not in result
+
+
+def test_an_earlier_launchs_last_line_is_not_printed_and_each_line_names_its_launch(jp):
+    """#60 item 5: a run that failed and was put back printed "phase ready after 35 s ... 8192 KV tokens" (the launch
+    being replaced, read from the progress file it left) first. The lines a poller prints, from the documents the
+    module writes in turn: the old launch's last document is skipped, each line names its launch, and the restored
+    launch's lines name the failed launch's last phase (the poller need not have seen that launch's own last line)."""
+    watch = load_module_util("server.watch")
+    docs = [{"state": "ready", "message": watch.progress_message("ready", {"max_total_num_tokens": 8192}, 35,
+                                                                 "new launch 0001")},
+            None,                                                          # rewritten while read: nothing
+            {"state": "starting", "message": "new launch: the configuration is checked (the server's own parser, "
+                                             "the port)"},
+            {"state": "starting", "message": watch.progress_message("args", {}, 1, "new launch 0002")},
+            {"state": "ended", "message": watch.progress_message("memory_pool", {"weights_gb": 0.03}, 20,
+                                                                 "new launch 0002")},
+            {"state": "starting", "message": watch.progress_message(
+                "warmup", {}, 9, "restored launch 0003 (the last good configuration; new launch 0002 died in phase "
+                                 "memory_pool: kv_pool_oom)")}]
+    fresh, lines = False, []
+    for doc in docs:
+        fresh, line = jp.fresh_line("sglang-tiny", doc, fresh)
+        lines.append(line)
+    assert lines == [None, None,
+                     "sglang-tiny: new launch: the configuration is checked (the server's own parser, the port)",
+                     "sglang-tiny: new launch 0002: phase args after 1 s",
+                     "sglang-tiny: new launch 0002: phase memory_pool after 20 s: weights 0.03 GiB",
+                     "sglang-tiny: restored launch 0003 (the last good configuration; new launch 0002 died in phase "
+                     "memory_pool: kv_pool_oom): phase warmup after 9 s"]
+    # a download's progress (no server states) is printed from the first poll
+    assert jp.fresh_line("model", {"state": "downloading", "bytes_done": 1, "bytes_total": 2}, False)[1].startswith(
+        "model: 0.0 of 0.0 MiB")

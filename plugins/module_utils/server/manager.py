@@ -28,7 +28,7 @@ from .process import (config_hash, failure_message, http_get, keep_running, laun
                       write_secret_config, write_state)
 from .systemd import NAMESPACING, environment_file, exec_failure, systemctl, systemd_start, unit_journal, unit_show
 from .metrics import write_plan_metrics
-from .watch import launch_facts, server_info, watch
+from .watch import launch_facts, server_info, watch, write_progress
 
 ARGUMENT_SPEC = dict(
     name=dict(type="str", required=True),
@@ -128,6 +128,7 @@ class ServerManager(object):
                     self.halt(self.cur_pid)
             self.result["status"] = "stopped"
             return self.done()
+        self.say_preparing()
         self.check_bind()
         self.prepare()
         if keep_running(self.p["state"], self.running, self.prev.get("config_hash"), self.chash) and self.ready_now():
@@ -138,6 +139,13 @@ class ServerManager(object):
             self.result["status"] = "would_restart" if self.running else "would_start"
             return self.done()
         return self.start()
+
+    def say_preparing(self):
+        """A launch is being prepared: the progress file says so at once (job_progress prints nothing from it until
+        it says "starting": what it held is an earlier launch's, read as it ended)."""
+        pf = self.p["progress_file"]
+        if pf and not self.check_mode and self.p["state"] == "started" and os.path.isdir(os.path.dirname(pf) or "."):
+            write_progress(pf, "new launch: the configuration is checked (the server's own parser, the port)")
 
     def remove(self):
         """state=absent: stopped, then every file this module writes or keeps for the server removed - the unit
@@ -322,7 +330,8 @@ class ServerManager(object):
             self.fail(err)
         self.record(pid, self.chash, launch_id, offset)
         out = watch(proc, self.log_path, offset, self.base_url, health=p["health"], timeout=p["ready_timeout"],
-                    api_key=p["api_key"], progress_file=p["progress_file"], log_ready=not helper_rank(self.args))
+                    api_key=p["api_key"], progress_file=p["progress_file"], log_ready=not helper_rank(self.args),
+                    launch="new launch %s" % launch_id)
         self.result.update(out)
         self.result["launch_id"] = launch_id
         if out["status"] == "ready":
@@ -351,7 +360,12 @@ class ServerManager(object):
         msg = failure_message(out, launch_id, self.p["ready_timeout"])
         if self.systemd and self.p["restore"] and int(self.args.get("nnodes") or 1) == 1:
             failed = {"launch_id": launch_id, "log_offset": offset, "argv": self.argv, "config_hash": self.chash}
-            restored = self.restore_last_good(failed)
+            # the failed launch's last phase, named in each progress line of the restored one (the poller may not
+            # have seen that launch's own last line: the restore begins at once)
+            ended = "new launch %s %s in phase %s%s" % (
+                launch_id, "timed out" if out["status"] == "timeout" else "died", out.get("phase"),
+                ": %s" % out["failure"]["kind"] if out.get("failure") else "")
+            restored = self.restore_last_good(failed, ended)
             if restored is not None:
                 self.result["restored"] = restored
                 msg += ("\nThe last good configuration (launch %s) was put back: %s" % (
@@ -375,7 +389,7 @@ class ServerManager(object):
                 self.warnings.append("metrics_file=%s could not be written: %s (the server serves; Prometheus does "
                                      "not see the plan)" % (self.p["metrics_file"], exc))
 
-    def restore_last_good(self, failed):
+    def restore_last_good(self, failed, ended=None):
         """Put back the unit, env and config files of the last launch that was ready, start it and watch it; the
         record of what came back (its status, argv, launch id), or None when there is no other last good
         configuration. The launch record then names the failed launch too (``restored_after``: its id, argv and log
@@ -390,8 +404,10 @@ class ServerManager(object):
         if err:
             back.update(status="failed", message=err)
             return back
-        out = watch(pid, self.log_path, offset, self.base_url, health=self.p["health"],
-                    timeout=self.p["ready_timeout"], progress_file=self.p["progress_file"])   # health needs no key
+        out = watch(pid, self.log_path, offset, self.base_url, health=self.p["health"],   # health needs no key
+                    timeout=self.p["ready_timeout"], progress_file=self.p["progress_file"],
+                    launch="restored launch %s (the last good configuration; %s)" % (launch_id, ended or
+                                                                                      "the new launch failed"))
         back["status"] = out["status"]
         if out["status"] == "ready":
             write_state(self.state_path, {"pid": pid, "config_hash": rec["config_hash"], "launch_id": launch_id,

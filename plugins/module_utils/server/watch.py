@@ -143,12 +143,14 @@ _PROGRESS_FACTS = (("weights_gb", "weights %.2f GiB"), ("avail_mem_after_load_gb
                    ("max_total_num_tokens", "%d KV tokens"), ("cuda_graph_mem_gb", "CUDA graphs %.2f GiB"))
 
 
-def progress_message(phase, facts, elapsed):
-    """One line for an operator waiting on a start-up: the phase reached and the numbers logged so far."""
+def progress_message(phase, facts, elapsed, launch=None):
+    """One line for an operator waiting on a start-up: which launch (``launch``: "new launch <id>", "restored launch
+    <id> (...)"), the phase reached and the numbers logged so far."""
     # abs() of what rounds to zero: SGLang logs the tiny model's weights as "mem usage=-0.00 GB"
     said = [fmt % (facts[key] if round(facts[key], 2) else abs(facts[key])) for key, fmt in _PROGRESS_FACTS
             if isinstance(facts.get(key), (int, float))]
-    return "phase %s after %d s%s" % (phase, int(elapsed), (": " + ", ".join(said)) if said else "")
+    return "%sphase %s after %d s%s" % (launch + ": " if launch else "", phase, int(elapsed),
+                                        (": " + ", ".join(said)) if said else "")
 
 
 def write_progress(path, message, state="starting"):
@@ -158,12 +160,13 @@ def write_progress(path, message, state="starting"):
 
 
 def watch(proc_or_pid, log_path, offset, base_url, health="/health_generate", timeout=600.0, poll=0.1,
-          api_key=None, grace=3.0, progress_file=None, log_ready=True):
+          api_key=None, grace=3.0, progress_file=None, log_ready=True, launch=None):
     """Follow one launch until ready, failed or timeout; returns a result dict (see the module's RETURN). With
     ``progress_file``, the phase reached and the numbers logged so far are written there as they change (and at
     least every 30 s), for a poller to print. ``log_ready=False`` is for a rank other than 0 of a multi-node
     server: SGLang 0.5.9 logs no "fired up" there (its engine starts a health server once the schedulers are up, and
-    logs only that it started), so health is asked from the start."""
+    logs only that it started), so health is asked from the start. ``launch`` names the launch in each progress
+    line (the first is written at once: what the file held before is another launch's)."""
     t0 = time.time()
     said = (None, None)
     said_at = 0.0
@@ -175,6 +178,8 @@ def watch(proc_or_pid, log_path, offset, base_url, health="/health_generate", ti
     rc = None
     last_probe = 0.0
     health_ok = False
+    if progress_file:
+        write_progress(progress_file, progress_message("starting", {}, 0, launch))
     while True:
         tail.poll()
         now = time.time()
@@ -204,13 +209,13 @@ def watch(proc_or_pid, log_path, offset, base_url, health="/health_generate", ti
         if progress_file:
             key = (res.phase, tuple(sorted((k, v) for k, v in res.facts.items() if not isinstance(v, (list, dict)))))
             if key != said or now - said_at >= 30:
-                write_progress(progress_file, progress_message(res.phase, res.facts, now - t0))
+                write_progress(progress_file, progress_message(res.phase, res.facts, now - t0, launch))
                 said, said_at = key, now
         time.sleep(poll)
     parsed = tail.flush()
     elapsed = time.time() - t0
     if progress_file:
-        write_progress(progress_file, progress_message(parsed["phase"], parsed["facts"], elapsed),
+        write_progress(progress_file, progress_message(parsed["phase"], parsed["facts"], elapsed, launch),
                        "ready" if health_ok else "ended")
     return _outcome(parsed, tail, elapsed, pid, rc, health_ok, exited_at)
 

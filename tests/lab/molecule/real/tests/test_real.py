@@ -289,6 +289,13 @@ def test_the_seeds_error_for_real_named_restored_and_diagnosed(host):
                 "--mem-fraction-static. Current value: self.server_args.mem_fraction_static=%s" % fraction) in said(p)
         assert ("= %s x " % fraction) in said(p) and "SGLang's own profile of that room came to -" in said(p)
         assert "was put back: it is ready again and serving" in said(p)
+        # (#60 item 5) the progress lines name their launch: none is the replaced launch's old "ready", and the
+        # restored launch's lines name the failed launch's last phase
+        progress = [ln for ln in re.sub(r"\x1b\[[0-9;]*m", "", p.stdout).splitlines() if ln.startswith("sglang-tiny: ")]
+        assert progress and progress[0].startswith("sglang-tiny: new launch"), progress[:3]
+        assert any(re.match(r"sglang-tiny: restored launch [0-9a-f]{12} \(the last good configuration; new launch "
+                            r"[0-9a-f]{12} died in phase memory_pool: kv_pool_oom\): phase ", ln) for ln in progress), \
+            progress
         assert ct(host, "systemctl", "is-active", UNIT) == "active"
         assert ct(host, "python3", "-c", PROBE, "/v1/models", KEY) == "200"
         assert ct(host, "systemctl", "show", "-p", "MainPID", "--value", UNIT) != pid      # a new launch, read as ready
