@@ -53,11 +53,15 @@ def progress_line(label, progress):
     return None
 
 
-def fresh_line(label, doc, fresh):
-    """(fresh, the line to print or None) for one poll's progress document. A server launch's progress says
+def fresh_line(label, text, fresh):
+    """(fresh, the line to print or None) for one poll's progress file text. A server launch's progress says
     "starting" until it ends ("ready" or "ended"): an ended document before this job's first live one is an earlier
     job's last line ("phase ready after 35 s" of the launch being replaced), never printed; ``fresh`` says a live one
-    was seen."""
+    was seen. A file being rewritten (no JSON yet) says nothing: next poll."""
+    try:
+        doc = json.loads(text) if text.strip() else None
+    except ValueError:
+        doc = None
     fresh = fresh or (isinstance(doc, dict) and doc.get("state") not in ("ready", "ended"))
     return fresh, (progress_line(label, doc) if fresh else None)
 
@@ -266,11 +270,7 @@ class ActionModule(ActionBase):
                 if bad is not None:
                     stopped_for = bad
                     self._stop_self(args, "%s failed" % who(bad))
-            try:
-                doc = json.loads(progress_text) if progress_text.strip() else None
-            except ValueError:
-                doc = None                    # the progress file is being rewritten: next poll
-            fresh, line = fresh_line(args["label"], doc, fresh)
+            fresh, line = fresh_line(args["label"], progress_text, fresh)
             if line and line != last:
                 display.display(line)
                 last = line

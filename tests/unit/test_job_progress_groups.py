@@ -146,7 +146,7 @@ def test_an_earlier_launchs_last_line_is_not_printed_and_each_line_names_its_lau
     watch = load_module_util("server.watch")
     docs = [{"state": "ready", "message": watch.progress_message("ready", {"max_total_num_tokens": 8192}, 35,
                                                                  "new launch 0001")},
-            None,                                                          # rewritten while read: nothing
+            None,                                       # the file half rewritten while read: nothing
             {"state": "starting", "message": "new launch: the configuration is checked (the server's own parser, "
                                              "the port)"},
             {"state": "starting", "message": watch.progress_message("args", {}, 1, "new launch 0002")},
@@ -157,7 +157,7 @@ def test_an_earlier_launchs_last_line_is_not_printed_and_each_line_names_its_lau
                                  "memory_pool: kv_pool_oom)")}]
     fresh, lines = False, []
     for doc in docs:
-        fresh, line = jp.fresh_line("sglang-tiny", doc, fresh)
+        fresh, line = jp.fresh_line("sglang-tiny", json.dumps(doc) if doc else '{"state": "star', fresh)
         lines.append(line)
     assert lines == [None, None,
                      "sglang-tiny: new launch: the configuration is checked (the server's own parser, the port)",
@@ -166,5 +166,5 @@ def test_an_earlier_launchs_last_line_is_not_printed_and_each_line_names_its_lau
                      "sglang-tiny: restored launch 0003 (the last good configuration; new launch 0002 died in phase "
                      "memory_pool: kv_pool_oom): phase warmup after 9 s"]
     # a download's progress (no server states) is printed from the first poll
-    assert jp.fresh_line("model", {"state": "downloading", "bytes_done": 1, "bytes_total": 2}, False)[1].startswith(
+    assert jp.fresh_line("model", json.dumps({"state": "downloading", "bytes_done": 1, "bytes_total": 2}), False)[1].startswith(
         "model: 0.0 of 0.0 MiB")
