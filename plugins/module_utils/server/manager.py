@@ -404,10 +404,9 @@ class ServerManager(object):
         if err:
             back.update(status="failed", message=err)
             return back
+        label = "restored launch %s (the last good configuration; %s)" % (launch_id, ended or "the new launch failed")
         out = watch(pid, self.log_path, offset, self.base_url, health=self.p["health"],   # health needs no key
-                    timeout=self.p["ready_timeout"], progress_file=self.p["progress_file"],
-                    launch="restored launch %s (the last good configuration; %s)" % (launch_id, ended or
-                                                                                      "the new launch failed"))
+                    timeout=self.p["ready_timeout"], progress_file=self.p["progress_file"], launch=label)
         back["status"] = out["status"]
         if out["status"] == "ready":
             write_state(self.state_path, {"pid": pid, "config_hash": rec["config_hash"], "launch_id": launch_id,
