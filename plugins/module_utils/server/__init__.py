@@ -28,9 +28,11 @@ from .group import (connect, dist_init_addr, group_layout, group_status, interfa
 from .router import (RouterClient, RouterError, normalize_url, reconcile, router_argv, router_problems,
                      worker_url_problem)
 from .metrics import FAMILIES as PLAN_METRICS, plan_metrics, scrape_targets, write_plan_metrics
+from .bench import BENCH_ARGUMENT_SPEC, BenchFailed, BenchRun, bench_argv, bench_record_path, bench_summary, parse_bench
 
 __all__ = (
-    "ARGUMENT_SPEC", "ArgvError", "LastGood", "NAMESPACING", "PLAN_METRICS", "REQUIRED_IF", "RouterClient",
+    "ARGUMENT_SPEC", "BENCH_ARGUMENT_SPEC", "BenchFailed", "BenchRun", "bench_argv", "bench_record_path", "bench_summary",
+    "parse_bench", "ArgvError", "LastGood", "NAMESPACING", "PLAN_METRICS", "REQUIRED_IF", "RouterClient",
     "RouterError", "SECRET_ARGS", "ServerFailed", "ServerManager", "args_from_argv", "check_args", "config_hash",
     "config_text", "connect", "control_problems", "dist_init_addr", "environment_file", "exec_failure",
     "failure_message", "group_layout", "group_status", "helper_rank", "http_get", "interface_to", "is_loopback",

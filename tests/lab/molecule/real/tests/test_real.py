@@ -127,6 +127,27 @@ def test_chat_completions_answer_directly_and_through_the_router(host):
     assert ct(host, "python3", "-c", CHAT, "30080", "-", "0").startswith("401")
 
 
+def test_sglangs_own_benchmark_measures_the_real_server_and_the_router_and_status_shows_it(host):
+    """#60 item 2: playbooks/benchmark.yml runs the venv's own sglang.bench_serving against the real server and the
+    real router (their key in its environment), bounded; a second run shows the change; status.yml the last result."""
+    small = ["-e", "sglang_server_benchmark_prompts=8", "-e", "sglang_server_benchmark_input_len=32", "-e",
+             "sglang_server_benchmark_output_len=8", "-e", "sglang_server_benchmark_concurrency=2", "-e",
+             "sglang_server_benchmark_router_url=http://127.0.0.1:30080"]
+    first = runbook("benchmark.yml", *small)
+    assert first.returncode == 0, said(first)[-3000:]
+    metrics = (r"8 of 8 requests, [0-9.]+ req/s, [0-9.]+ output tok/s, TTFT p50 [0-9.]+ ms, p99 [0-9.]+ ms, "
+               r"ITL p50 [0-9.]+ ms, p99 [0-9.]+ ms")
+    for target in ("server", "router"):
+        assert re.search(r"ct100 sglang-tiny: %s: %s" % (target, metrics), said(first)), said(first)[-3000:]
+    again = runbook("benchmark.yml", *small)
+    assert again.returncode == 0 and re.search(r"server: 8 of 8 requests, [0-9.]+ req/s \([+-]\d+ %\)", said(again))
+    record = ct(host, "cat", "/var/lib/gpuserve-sglang/tiny.bench.json")
+    assert KEY not in record and json.loads(record)["server"]["previous"]["completed"] == 8
+    assert KEY not in first.stdout + again.stdout
+    s = runbook("status.yml")
+    assert re.search(r"last benchmark: router: %s.*; server: %s" % (metrics, metrics), said(s)), said(s)[-2000:]
+
+
 def test_an_abbreviated_flag_name_never_switches_the_key_off_or_rebinds_the_real_server(host):
     """Security round 3 (#58 item 1): SGLang's parser takes any unambiguous prefix of an option as that option and
     the command line wins over --config - `api_ke: ""` launched with --api-ke '' and served without a key. Each such
