@@ -54,8 +54,8 @@ def test_the_benchmark_entry_point_measures_the_server_and_the_router_and_keeps_
     calls = [json.loads(line) for line in (fake.parent / "calls.jsonl").read_text().splitlines()]
     assert [c["key"] for c in calls] == [KEY, ROUTER_KEY] * 2                 # each target's own key, in the env
     assert all(KEY not in " ".join(c["argv"]) and ROUTER_KEY not in " ".join(c["argv"]) for c in calls)
-    assert [c["argv"][c["argv"].index("--base-url") + 1] for c in calls[:2]] == ["http://127.0.0.1:30000",
-                                                                               "http://127.0.0.1:30080"]
+    urls = [c["argv"][c["argv"].index("--base-url") + 1] for c in calls[:2]]
+    assert urls == ["http://127.0.0.1:30000", "http://127.0.0.1:30080"]
     for p in (first, second):
         assert KEY not in p.stdout + p.stderr and ROUTER_KEY not in p.stdout + p.stderr
     record = json.loads((state / "tiny.bench.json").read_text())
