@@ -496,3 +496,16 @@ def test_a_build_account_that_is_not_apart_from_the_serving_one_is_refused_befor
     assert cache.get("failed") is True, cache
     assert "the uv cache %s can be written by run_as=nobody" % shared in cache["msg"], cache["msg"]
     assert not os.path.lexists(site["path"]) and not os.path.exists(site["path"] + ".builds")
+
+
+def test_check_mode_before_the_build_account_exists_previews_and_a_real_run_names_it(site):
+    """An existing deployment moving to the build account: check mode runs before the role has made the account
+    (check mode makes nothing), and must preview the build, not fail; a real run without it names the account."""
+    lk = lock(site, "alpha==1.0")
+    look = run_module(M, args(site, lk, owner="gpuserve-no-such-build", run_as="gpuserve-no-such-service"), check=True)
+    assert look.get("failed") is not True, look.get("msg")
+    assert look["changed"] is True and look["decision"] == "build" and not os.path.lexists(site["path"])
+    real = run_module(M, args(site, lk, owner="gpuserve-no-such-build", run_as="nobody"))
+    assert real.get("failed") is True and real["msg"].startswith(
+        "owner=gpuserve-no-such-build: no such user on the target; create the account first")
+    assert not os.path.lexists(site["path"])

@@ -84,6 +84,19 @@ class _Done(Exception):
         self.result = result
 
 
+def _account(name, option, check_mode):
+    """The pwd entry of an account a build names; None without a name, or in check mode when it does not exist yet."""
+    if not name:
+        return None
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        if check_mode:
+            return None
+        raise VenvFailed("%s=%s: no such user on the target; create the account first (role sglang_venv does)"
+                         % (option, name), {})
+
+
 def _groups_of(pw):
     """Every gid an account is in: its primary group and each group that lists it."""
     return {pw.pw_gid} | {g.gr_gid for g in grp.getgrall() if pw.pw_name in g.gr_mem}
@@ -92,7 +105,7 @@ def _groups_of(pw):
 class Runner(object):
     """Runs the build's commands as the owner, with the build's environment; ``last_out`` is the last output."""
 
-    def __init__(self, p, run, which):
+    def __init__(self, p, run, which, check_mode=False):
         self.p = p
         self.run_command = run
         self.which = which
@@ -108,21 +121,14 @@ class Runner(object):
         self.user = None
         self.elapsed = 0.0
         self.last_out = ""
-        if p["owner"]:
-            try:
-                self.user = pwd.getpwnam(p["owner"])
-            except KeyError:
-                raise VenvFailed("owner=%s: no such user on the target; create the service account first"
-                                 % p["owner"], {})
+        # check mode on a target the accounts are not made on yet (the role makes them first, which check mode does
+        # not): the preview is asked as root, nothing is built
+        self.user = _account(p["owner"], "owner", check_mode)
+        if self.user is not None:
             self.env["HOME"] = self.user.pw_dir
             self.env["USER"] = self.user.pw_name
-        self.serve = None           # the account that runs the venv (run_as): the imports are checked as it
-        if p.get("run_as"):
-            try:
-                self.serve = pwd.getpwnam(p["run_as"])
-            except KeyError:
-                raise VenvFailed("run_as=%s: no such user on the target; create the service account first"
-                                 % p["run_as"], {})
+        # the account that runs the venv (run_as): the imports are checked as it
+        self.serve = _account(p.get("run_as"), "run_as", check_mode)
 
     def separation_problems(self):
         """owner (the build account) against run_as (the serving account): no shared uid, group or home, and a uv
@@ -205,7 +211,7 @@ class VenvManager(object):
         if self.p["state"] == "absent":
             return self.remove()
         try:
-            self.b = Runner(self.p, self.run, self.which)
+            self.b = Runner(self.p, self.run, self.which, self.check_mode)
             if self.p["switch_to"]:
                 return self.switch_back()
             for name in ("uv", "lock"):
