@@ -21,6 +21,6 @@ attributes:
     support: none
   platform:
     description: Target OS/families that can be operated against.
-    support: N/A
+    support: full
     platforms: posix
 """

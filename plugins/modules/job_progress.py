@@ -101,6 +101,8 @@ attributes:
     description: The target needs a POSIX shell with C(cat).
     support: full
     platforms: posix
+extends_documentation_fragment:
+  - gpuserve.sglang.attributes
 """
 
 EXAMPLES = r"""

@@ -126,6 +126,8 @@ attributes:
     support: full
     description: Files show their content before and after (secrets only that they change); directories and files
       show owner, group and mode.
+extends_documentation_fragment:
+  - gpuserve.sglang.attributes
 """
 
 EXAMPLES = r"""

@@ -91,6 +91,8 @@ attributes:
   diff_mode:
     support: none
     description: The record is a measurement, not a configuration.
+extends_documentation_fragment:
+  - gpuserve.sglang.attributes
 """
 
 EXAMPLES = r"""

@@ -55,6 +55,8 @@ attributes:
   diff_mode:
     support: none
     description: Nothing is changed, so there is nothing to show.
+extends_documentation_fragment:
+  - gpuserve.sglang.attributes
 """
 
 EXAMPLES = r"""

@@ -52,6 +52,8 @@ attributes:
     description: The worker URLs before and after.
 notes:
   - Only the router's own API is used (no sglang-router code on the target is needed beyond the running router).
+extends_documentation_fragment:
+  - gpuserve.sglang.attributes
 """
 
 EXAMPLES = r"""

@@ -41,3 +41,17 @@ def test_every_filter_has_its_documentation_file():
     docs = {f[:-4] for f in os.listdir(os.path.join(ROOT, "plugins", "filter")) if f.endswith(".yml")}
     assert names - docs == set(), "filters without plugins/filter/<name>.yml: %s" % sorted(names - docs)
     assert docs - names == set(), "documentation of filters that do not exist: %s" % sorted(docs - names)
+
+
+def test_every_module_states_its_platform_check_and_diff_support():
+    """#62 item 8: every module carries the attributes a Galaxy or Automation Hub reader expects - check_mode,
+    diff_mode and platform (support full, POSIX targets) - as ansible-doc renders them (the shared doc fragment)."""
+    names = sorted(listed("module"))
+    p = subprocess.run([os.path.join(VENV_BIN, "ansible-doc"), "-t", "module", "--json"] + names, capture_output=True,
+                       text=True, env=ansible_env(), cwd=ROOT, check=True)
+    docs = json.loads(p.stdout)
+    assert len(docs) == len(names) >= 14
+    for name, doc in docs.items():
+        attributes = doc["doc"].get("attributes") or {}
+        assert {"check_mode", "diff_mode", "platform"} <= set(attributes), name
+        assert attributes["platform"]["support"] == "full" and attributes["platform"]["platforms"] == "posix", name
