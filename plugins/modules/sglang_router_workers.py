@@ -42,7 +42,6 @@ options:
         answering 401 to its key) is never listed; the failure names it.
     type: int
     default: 60
-extends_documentation_fragment: []
 attributes:
   check_mode:
     support: full
