@@ -26,8 +26,31 @@ import tiny_llama  # noqa: E402  pylint: disable=wrong-import-position
 REAL_REPO = "gpuserve-lab/tiny-llama"
 
 
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port():
-    s = socket.socket()
+    """A loopback port free now, below the kernel's ephemeral range: a port bind(0) hands out is an ephemeral one,
+    which an outgoing connection (a rank reaching its store, any client) may take as its source port before the
+    server binds it - a test once failed with rank 0's own HTTP port "already taken" that way."""
+    import random  # pylint: disable=import-outside-toplevel
+    top = min(_ephemeral_low(), 65536) - 1
+    for _ in range(200):
+        port = random.randint(max(1024, top - 12000), top)
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    s = socket.socket()                         # every try taken: the kernel's own choice
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
