@@ -40,7 +40,7 @@ def free_port():
     server binds it - a test once failed with rank 0's own HTTP port "already taken" that way."""
     import random  # pylint: disable=import-outside-toplevel
     top = min(_ephemeral_low(), 65536) - 1
-    for _ in range(200):
+    for dummy in range(200):
         port = random.randint(max(1024, top - 12000), top)
         s = socket.socket()
         try:
