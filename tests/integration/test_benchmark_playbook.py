@@ -1,7 +1,7 @@
 """#60 item 2, the role's part: the sglang_server role's entry point benchmark through ansible-playbook, the server and
 the router measured, each result printed with its change, the record kept by module sglang_benchmark, the key
 never on argv or in the output. The interpreter is a stand-in that writes the line the real bench_serving 0.5.9
-writes (its keys from its source) and records its own argv and environment: the real bench_serving runs against
+writes (keys read off a real run: no num_prompts among them) and records its own argv and environment: the real bench_serving runs against
 the real server in the lab (tests/lab/molecule/real)."""
 import json
 import os
@@ -19,7 +19,7 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.jsonl"
 n = int(argv[argv.index("--num-prompts") + 1])
 rate = 5.0 if "30080" in argv[argv.index("--base-url") + 1] else 4.0
 with open(argv[argv.index("--output-file") + 1], "a") as out:
-    out.write(json.dumps({"num_prompts": n, "max_concurrency": 2, "random_input_len": 16, "random_output_len": 4,
+    out.write(json.dumps({"max_concurrency": 2, "random_input_len": 16, "random_output_len": 4,
                           "completed": n, "duration": 1.5, "request_throughput": rate, "output_throughput": 4 * rate,
                           "median_ttft_ms": 20.0, "p99_ttft_ms": 40.0, "median_itl_ms": 5.0, "p99_itl_ms": 9.0}) + "\n")
 """

@@ -15,8 +15,9 @@ KEY = "sk-bench-test-key-0123456789"
 
 
 def bench_line(completed=32, rps=6.1, tok=195.2, ttft=85.0, itl=12.5):
-    """The keys bench_serving 0.5.9 writes to --output-file (a subset; it writes more)."""
-    return json.dumps({"backend": "sglang", "dataset_name": "random-ids", "num_prompts": 32, "max_concurrency": 4,
+    """Keys bench_serving 0.5.9 writes to --output-file (a subset of them; read off a real run in the lab: it writes
+    no num_prompts, the requests asked are the module's own)."""
+    return json.dumps({"backend": "sglang", "dataset_name": "random-ids", "max_concurrency": 4,
                        "random_input_len": 128, "random_output_len": 32, "duration": 5.2, "completed": completed,
                        "request_throughput": rps, "output_throughput": tok, "median_ttft_ms": ttft,
                        "p99_ttft_ms": ttft * 3, "median_itl_ms": itl, "p99_itl_ms": itl * 4})

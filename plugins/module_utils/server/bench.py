@@ -81,7 +81,8 @@ def parse_bench(text):
             continue
         if isinstance(doc, dict) and "request_throughput" in doc:
             out = dict((name, doc.get(key)) for key, name, dummy in METRICS)
-            for key in ("num_prompts", "max_concurrency", "random_input_len", "random_output_len"):
+            # (0.5.9 writes no num_prompts: the requests asked are the module's own, BenchRun.measure)
+            for key in ("max_concurrency", "random_input_len", "random_output_len"):
                 out[key] = doc.get(key)
             return out
     return None
@@ -154,7 +155,7 @@ class BenchRun(object):
                 raise BenchFailed("sglang.bench_serving against %s %s (rc=%d): %s" % (
                     url, "timed out after %d s" % p["timeout"] if rc == 124 else "failed", rc,
                     (err or out).strip()[-2000:]), {"changed": False})
-            run.update(at=int(t0), url=url, wall_s=round(time.time() - t0, 1))
+            run.update(num_prompts=p["num_prompts"], at=int(t0), url=url, wall_s=round(time.time() - t0, 1))
             return run
         finally:
             shutil.rmtree(work, ignore_errors=True)

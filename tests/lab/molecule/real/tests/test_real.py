@@ -54,8 +54,12 @@ IMPORTS = ("import importlib, sys\n"
 
 
 def entry_points_import(host):
-    """Each of SGLang's entry points imports in the live venv, and bench_serving's own command line answers --help."""
-    assert ct(host, "/opt/sglang/venv/bin/python", "-c", IMPORTS, *ENTRY_POINTS).split() == list(ENTRY_POINTS)
+    """Each of SGLang's entry points imports in the live venv, and bench_serving's own command line answers --help.
+    With the library path the server runs with (sgl-kernel, which bench_one_batch_server imports, loads
+    libcuda.so.1: on a GPU node the driver's, here Debian's unpacked one, as the profile gives the unit)."""
+    libs = "LD_LIBRARY_PATH=" + os.path.dirname(LIBCUDA)
+    assert ct(host, "env", libs, "/opt/sglang/venv/bin/python", "-c", IMPORTS, *ENTRY_POINTS).split() == \
+        list(ENTRY_POINTS)
     usage = ct(host, "/opt/sglang/venv/bin/python", "-m", "sglang.bench_serving", "--help")
     assert usage.startswith("usage:") and "--dataset-name" in usage and "--num-prompts" in usage
 
