@@ -78,10 +78,20 @@ options:
   fail_on:
     description:
       - Outcomes that fail the task, with the fixes in the message.
+      - V(marginal) fails a plan that works but is within the free-memory readings' noise (RV(marginal), O(noise_mib)).
     type: list
     elements: str
-    choices: [kv_pool_oom, headroom_oom, context_truncated]
-    default: [kv_pool_oom]
+    choices: [kv_pool_oom, headroom_oom, context_truncated, marginal]
+    default: [kv_pool_oom, marginal]
+  noise_mib:
+    description:
+      - MiB by which SGLang's two free-memory readings (before and after loading the weights) may differ; it sizes the
+        pool with both, so what the second misses goes off the pool budget. A plan that works but dies with the second
+        reading this much lower is marginal (RV(marginal)). The default covers the 20-55 MiB seen on the CPU engine;
+        V(0) turns the check off.
+    type: float
+    default: 64
+    version_added: 0.19.0
   goal:
     description:
       - Let the planner choose the server args for this goal instead of judging O(args) as written
@@ -294,6 +304,18 @@ ineffective:
   returned: always
   type: list
   elements: dict
+marginal:
+  description:
+    - Set when the plan works but a second free-memory reading O(noise_mib) lower makes the launch die: the KV budget
+      (C(kv_mib)), the margin (C(noise_mib)), the outcome within it (C(outcome_within_noise)) and C(fix), the
+      smallest C(mem_fraction_static) that stays working with twice the margin (null when none up to 0.99 does).
+    - Null otherwise (also for a plan that does not work: its fixes say what to change).
+  returned: always
+  type: dict
+  version_added: 0.19.0
+  sample: {"noise_mib": 64.0, "kv_mib": 41.0, "outcome_within_noise": "kv_pool_oom",
+           "fix": {"change": {"mem_fraction_static": 0.007}, "max_total_num_tokens": 8192, "outcome": "fits",
+                   "why": "the smallest fraction whose pool budget stays clear of twice the readings' margin"}}
 explain:
   description: Lines a person reads, with a per-GPU bar chart of the budget.
   returned: always

@@ -89,3 +89,24 @@ def test_a_release_the_planner_was_not_proved_for_is_refused_by_name_through_ans
     assert ok["per_gpu"]
     # the same launch, 0.5.23 against 0.5.9: a larger reserve (its prefill CUDA graph), so a lower fraction
     assert new["reserved_mib"] > ok["reserved_mib"] and new["mem_fraction_static"] < ok["mem_fraction_static"]
+
+
+def test_a_marginal_plan_fails_the_module_with_its_fix_unless_fail_on_leaves_it_out(tmp_path):
+    """#60 item 4 through Ansible: a pool budget of 30 MiB (M0 46 GiB, weights 16 GiB, mfs (16 + 30/1024)/46) is
+    within the 64 MiB the two free-memory readings may differ by: refused by default with the fraction that clears
+    twice the margin (tests/unit/test_plan_marginal.py works it by hand: 0.351), planned when fail_on leaves it out,
+    and not marginal with a margin of 16 MiB (noise_mib given as text, as -e gives it)."""
+    import json
+    with open(os.path.join(ROOT, "tests", "fixtures", "model_configs", "llama-3.1-8b.json")) as fh:
+        config = json.load(fh)
+    measured = {"avail_mem_before_load_gb": 46.0, "weights_gb": 16.0, "avail_mem_after_load_gb": 30.0}
+    opts = {"model_config": config, "gpu_profile": "rtx-a6000", "measured": measured,
+            "args": {"mem_fraction_static": (16.0 + 30 / 1024.0) / 46.0, "context_length": 128}}
+    r = run_module(M, opts)
+    assert r["failed"] is True and r["msg"].startswith("SGLang may not start as configured: the plan is marginal")
+    assert r["marginal"]["fix"]["change"] == {"mem_fraction_static": 0.351}
+    ok = run_module(M, dict(opts, fail_on=["kv_pool_oom"]))
+    assert ok.get("failed") is not True and ok["outcome"] == "fits" and ok["marginal"]["kv_mib"] == 30.0
+    assert any(line.startswith("Marginal: the KV budget is 30.0 MiB") for line in ok["explain"])
+    quiet = run_module(M, dict(opts, noise_mib="16"))
+    assert quiet.get("failed") is not True and quiet["marginal"] is None

@@ -57,6 +57,9 @@ def explain(result, model=None):
     else:
         lines.append("Outcome: fits: %d tokens in the KV pool, %d running requests." % (
             tokens, result["max_running_requests"]))
+    if result.get("marginal"):
+        lines[-1] = lines[-1].replace("Outcome: ", "Outcome: marginal (as planned: ", 1)[:-1] + ")."
+    lines.extend(_marginal_said(result.get("marginal")))
     for f in result.get("fixes") or []:
         lines.append("  fix %s -> %s, %s (%s)"
                      % (_fmt_change(f["change"]), f["outcome"], _tokens_said(f, result), f["why"]))
@@ -65,6 +68,25 @@ def explain(result, model=None):
                      % (_fmt_change(f["change"]), f["outcome"], _tokens_said(f, result), f["why"]))
     for n in result.get("notes") or []:
         lines.append("  note: " + n)
+    return lines
+
+
+def _marginal_said(marginal):
+    """The lines of a marginal plan (memory._marginal): what is within the readings' noise, and the fix."""
+    if not marginal:
+        return []
+    lines = ["Marginal: the KV budget is %.1f MiB, within the %g MiB by which SGLang's two free-memory readings "
+             "(before and after loading) can differ: a second reading that much lower gives %s."
+             % (marginal["kv_mib"], marginal["noise_mib"], marginal["outcome_within_noise"])]
+    fix = marginal.get("fix")
+    if fix:
+        lines.append("  fix %s -> %s, %d KV tokens (%s)" % (_fmt_change(fix["change"]), fix["outcome"],
+                                                           fix["max_total_num_tokens"], fix["why"]))
+    else:
+        lines.append("  no mem_fraction_static up to 0.99 clears it: free memory on the GPUs or spread the model "
+                     "over more of them")
+    lines.append("  to launch it anyway: sglang_server_plan_accept_marginal=true (module: fail_on without "
+                 "'marginal'); to judge with another margin: noise_mib")
     return lines
 
 

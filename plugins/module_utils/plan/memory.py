@@ -26,11 +26,19 @@ from . import v059, v0523
 # each release's answers at the steps where the releases differ; _Sizing asks the launch's, chosen once
 RULES = dict((r.release, r) for r in (v059.Rules(), v0523.Rules()))
 
+# SGLang reads the free memory twice, before and after loading the weights, and sizes the pool with both: what the
+# second reading misses goes straight off the pool budget. On the CPU engine the two readings were seen 20-55 MiB
+# apart with nothing else running (#60 item 4), on a GPU less but not nothing. A plan that a reading this much lower
+# turns into a launch that dies is "marginal", not "fits".
+NOISE_MIB = 64.0
 
-def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True, release="0.5.9", draft_config=None):
+
+def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True, release="0.5.9", draft_config=None,
+         noise_mib=NOISE_MIB, _noise_gb=0.0):
     """Predict SGLang's memory layout for one launch of ``release`` (0.5.9 or 0.5.23, its args in its own
     words; ``draft_config``: the config.json of speculative_draft_model_path, which 0.5.23 sizes inside the target's
-    pool); see the module docstring."""
+    pool); see the module docstring. ``noise_mib``: how far apart SGLang's two free-memory readings may be; a launch
+    that works but dies with the second reading that much lower is ``marginal`` (0 turns the check off)."""
     args = dict(args or {})
     try:
         model = Model(config)
@@ -39,13 +47,17 @@ def plan(config, gpus, args, measured=None, weights_bytes=None, _fixes=True, rel
         if verdict is None:
             raise
         return verdict
-    sizing = _Sizing(model, gpus, args, dict(measured or {}), weights_bytes, release, draft_config)
+    sizing = _Sizing(model, gpus, args, dict(measured or {}), weights_bytes, release, draft_config, _noise_gb)
     result = sizing.result()
+    same = dict(release=release, draft_config=draft_config)
     if _fixes:
         result["fixes"], result["ineffective"] = _fixes_for(config, gpus, args, sizing.measured, weights_bytes, result,
-                                                            dict(release=release, draft_config=draft_config))
+                                                            same)
+        result["marginal"] = _marginal(config, gpus, args, sizing.measured, weights_bytes, result, same, noise_mib,
+                                       sizing.kv_gb)
     else:
         result["fixes"], result["ineffective"] = [], []
+        result["marginal"] = None
     result["explain"] = explain(result, model)
     return result
 
@@ -55,8 +67,9 @@ class _Sizing(object):
     memory before the weights (M0), the weights (W, M1), the pools, the request slots, the headroom. Where the
     releases differ, the release's rules answer (RULES: v059.Rules, v0523.Rules)."""
 
-    def __init__(self, model, gpus, args, measured, weights_bytes, release="0.5.9", draft_config=None):
+    def __init__(self, model, gpus, args, measured, weights_bytes, release="0.5.9", draft_config=None, noise_gb=0.0):
         self.model, self.gpus, self.measured, self.draft_config = model, gpus, measured, draft_config
+        self.noise_gb = float(noise_gb)      # the second free-memory reading this much lower (plan's marginal check)
         if release not in RULES:
             raise PlanError("release=%s: the planner knows SGLang %s only (each proved against its own code); "
                             "nothing was planned" % (release, ", ".join(sorted(RULES))))
@@ -141,7 +154,7 @@ class _Sizing(object):
             self.draft_weight_bytes = draft_b / tp
         self.w = w
         m1 = measured.get("avail_mem_after_load_gb")
-        self.m1 = float(m1) if m1 is not None else self.m0 - w
+        self.m1 = (float(m1) if m1 is not None else self.m0 - w) - self.noise_gb
 
     def pools(self):
         """ModelRunnerKVCacheMixin.profile_max_num_token / handle_max_mamba_cache / init_memory_pool of 0.5.9 (the
@@ -455,6 +468,45 @@ def _ineffective(config, gpus, args, measured, weights_bytes, base, same=None):
             ineffective.append({"change": change, "max_total_num_tokens": res["max_total_num_tokens"],
                                 "outcome": res["outcome"], "why": why})
     return ineffective
+
+
+def _marginal(config, gpus, args, measured, weights_bytes, base, same, noise_mib, kv_gb):
+    """None, or why the plan is marginal: it works, but a second free-memory reading ``noise_mib`` lower (SGLang's
+    readings before and after loading differ by that much) makes the launch die; with the smallest
+    mem_fraction_static that stays working with twice that margin (``fix``; None when none up to 0.99 does)."""
+    works = ("fits", "context_truncated")
+    if not noise_mib or noise_mib <= 0 or base["outcome"] not in works:
+        return None
+
+    def trial(change, noise):
+        return plan(config, gpus, dict(args, **change), measured, weights_bytes, _fixes=False,
+                    _noise_gb=noise / 1024.0, **same)
+
+    within = trial({}, noise_mib)
+    if within["outcome"] in works:
+        return None
+    out = {"noise_mib": float(noise_mib), "kv_mib": round(kv_gb * 1024, 1),
+           "outcome_within_noise": within["outcome"], "fix": None}
+    low = float(base["mem_fraction_static"])
+    ups = [f for f in (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99) if f > low]
+    # the first that works (a larger one may starve the headroom), then down to the smallest between
+    high = next((f for f in ups if trial({"mem_fraction_static": f}, 2 * noise_mib)["outcome"] in works), None)
+    if high is None:
+        return out
+    for _ in range(30):                   # the pool budget grows with the fraction: bisect to 0.001
+        if high - low <= 0.0005:
+            break
+        mid = (low + high) / 2.0
+        if trial({"mem_fraction_static": mid}, 2 * noise_mib)["outcome"] in works:
+            high = mid
+        else:
+            low = mid
+    mfs = min(0.99, -(-round(high * 10000) // 10) / 1000.0)      # up to the next 0.001
+    res = trial({"mem_fraction_static": mfs}, 0.0)
+    out["fix"] = {"change": {"mem_fraction_static": mfs}, "max_total_num_tokens": res["max_total_num_tokens"],
+                  "outcome": res["outcome"],
+                  "why": "the smallest fraction whose pool budget stays clear of twice the readings' margin"}
+    return out
 
 
 def _measured_for(measured, change, base):

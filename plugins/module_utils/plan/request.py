@@ -15,7 +15,7 @@ import os
 
 from ..host import Failed
 from .chart import free_when_sized_gb, replay_mismatch
-from .memory import plan
+from .memory import NOISE_MIB, plan
 from .model import PlanError, gpus_from_profile
 from .picture import chart_svg
 from .release import DEFAULT_RELEASE, resolve_release
@@ -32,8 +32,9 @@ PLAN_ARGUMENT_SPEC = dict(
     args=dict(type="dict", default={}),
     measured=dict(type="dict"),
     weights_bytes=dict(type="int"),
-    fail_on=dict(type="list", elements="str", default=["kv_pool_oom"],
-                 choices=["kv_pool_oom", "headroom_oom", "context_truncated"]),
+    fail_on=dict(type="list", elements="str", default=["kv_pool_oom", "marginal"],
+                 choices=["kv_pool_oom", "headroom_oom", "context_truncated", "marginal"]),
+    noise_mib=dict(type="float", default=NOISE_MIB),
     goal=dict(type="str", choices=["fit", "context", "concurrency", "tokens"]),
     allow=dict(type="list", elements="str", default=[], choices=["no_speculation", "fp8_kv_cache", "bf16_mamba_state"]),
     margin=dict(type="float", default=0.05),
@@ -138,9 +139,12 @@ def _as_the_launch_saw_it(result, launch_failure, measured, replan):
 
 
 def plan_request(model_path=None, model_config=None, require=None, gpus=None, gpu_profile=None, gpu_count=1,
-                 args=None, measured=None, weights_bytes=None, fail_on=("kv_pool_oom",), goal=None, allow=(),
-                 margin=0.05, min_context=None, min_requests=1, keep=None, launch_failure=None, release=None,
-                 python=None, chart=False):
+                 args=None, measured=None, weights_bytes=None, fail_on=("kv_pool_oom", "marginal"), goal=None,
+                 allow=(), margin=0.05, min_context=None, min_requests=1, keep=None, launch_failure=None, release=None,
+                 python=None, chart=False, noise_mib=NOISE_MIB):
+    if noise_mib is None or noise_mib < 0:
+        raise PlanRefused("noise_mib=%s: give the MiB by which the two free-memory readings may differ (0 or more; "
+                          "default %g); nothing was planned" % (noise_mib, NOISE_MIB))
     require, args = require or {}, args or {}
     missing = sorted(path for path in require if not os.path.exists(path))
     if missing:
@@ -153,7 +157,7 @@ def plan_request(model_path=None, model_config=None, require=None, gpus=None, gp
     try:
         result, warnings = _planned(model_path, model_config, gpus, gpu_profile, gpu_count, args, measured,
                                     weights_bytes, fail_on, goal, allow, margin, min_context, min_requests, keep,
-                                    launch_failure, release)
+                                    launch_failure, release, noise_mib)
     except PlanRefused as exc:
         exc.result.update(release=release, release_source=release_source)
         if chart and exc.result.get("per_gpu"):   # a launch that would not start: the picture says why
@@ -166,7 +170,8 @@ def plan_request(model_path=None, model_config=None, require=None, gpus=None, gp
 
 
 def _planned(model_path, model_config, gpus, gpu_profile, gpu_count, args, measured, weights_bytes, fail_on, goal,
-             allow, margin, min_context, min_requests, keep, launch_failure, release=DEFAULT_RELEASE):
+             allow, margin, min_context, min_requests, keep, launch_failure, release=DEFAULT_RELEASE,
+             noise_mib=NOISE_MIB):
     warnings = []
     try:
         config, weights = model_of(model_path, model_config, weights_bytes)
@@ -180,17 +185,18 @@ def _planned(model_path, model_config, gpus, gpu_profile, gpu_count, args, measu
                                 keep)
             except TuneError as exc:
                 raise PlanRefused(str(exc))
-            result = plan(config, gpus, chosen["args"], measured=measured, weights_bytes=weights)
+            result = plan(config, gpus, chosen["args"], measured=measured, weights_bytes=weights, noise_mib=noise_mib)
             result.update(chosen_args=chosen["args"], changes=chosen["changes"], candidates=chosen["candidates"],
                           goal=goal, explain=chosen["explain"] + table(chosen["candidates"]) + result["explain"])
             return result, warnings
         same = dict(release=release, draft_config=draft_of(args, release))
-        result = plan(config, gpus, args, measured=measured, weights_bytes=weights, **same)
+        result = plan(config, gpus, args, measured=measured, weights_bytes=weights, noise_mib=noise_mib, **same)
         note = checkpoint_note(result, config, gpus, args, measured, **same)
         if note:
             warnings.append(note)
         result = _as_the_launch_saw_it(result, launch_failure, measured,
-                                       lambda saw: plan(config, gpus, args, measured=saw, weights_bytes=weights, **same))
+                                       lambda saw: plan(config, gpus, args, measured=saw, weights_bytes=weights,
+                                                        noise_mib=noise_mib, **same))
     except PlanError as exc:
         raise PlanRefused(str(exc))
     if result["outcome"] in fail_on:
@@ -198,4 +204,10 @@ def _planned(model_path, model_config, gpus, gpu_profile, gpu_count, args, measu
         lines = ["SGLang would not start as configured (%s)%s." % (
             result["outcome"], "; predicted %d KV tokens" % tokens if tokens and tokens > 0 else "")]
         raise PlanRefused("\n".join(lines + result["explain"]), result)
+    if "marginal" in fail_on and result.get("marginal"):
+        m = result["marginal"]
+        raise PlanRefused("\n".join(["SGLang may not start as configured: the plan is marginal (%.1f MiB of KV budget, "
+                                     "within the %g MiB the free-memory readings can differ by: %s)." % (
+                                         m["kv_mib"], m["noise_mib"], m["outcome_within_noise"])] + result["explain"]),
+                          result)
     return result, warnings
