@@ -509,3 +509,34 @@ def test_check_mode_before_the_build_account_exists_previews_and_a_real_run_name
     assert real.get("failed") is True and real["msg"].startswith(
         "owner=gpuserve-no-such-build: no such user on the target; create the account first")
     assert not os.path.lexists(site["path"])
+
+
+def test_a_build_with_no_cache_kept_links_from_uvs_temporary_cache_beside_it_not_twice_on_the_disk(site):
+    """With UV_NO_CACHE, uv unpacks every wheel into a temporary cache and copies each file from it: the build twice
+    on the disk while it is made (10 GB for 0.5.9's lock; a CI machine's disk ran out). The temporary cache is put in
+    a private scratch directory of the store (TMPDIR, the build's file system) and the files hard-linked from it; it
+    is gone after the build, so every installed file has one link before the seal. With a cache kept: copies, no
+    TMPDIR of ours. (A wrapper around the real uv records what each call was given.)"""
+    said = site["tmp"] / "uv-calls"
+    wrapper = site["tmp"] / "uvwrap"
+    wrapper.write_text('#!/bin/sh\necho "${TMPDIR:-none} ${UV_LINK_MODE:-none} $1" >> %s\nexec %s "$@"\n' % (said, UV))
+    wrapper.chmod(0o755)
+    r = run_module(M, args(site, lock(site, "alpha==1.0"), uv=str(wrapper),
+                           public_environment={"UV_NO_CACHE": "1"}))
+    assert r.get("failed") is not True, r.get("msg")
+    store = site["path"] + ".builds"
+    scratch = os.path.join(store, ".scratch-" + r["build"])
+    calls = [line.split() for line in said.read_text().splitlines()]
+    installs = [c for c in calls if c[2] == "pip"]
+    assert installs and all(c[0] == scratch and c[1] == "hardlink" for c in installs), calls
+    assert not os.path.exists(scratch) and sorted(os.listdir(store)) == [r["build"]]
+    files = [p for p in pathlib.Path(r["build_path"]).rglob("*") if p.is_file() and not p.is_symlink()]
+    assert files and all(os.stat(str(p)).st_nlink == 1 for p in files)
+    assert venv_python_says(site, "import alpha, beta; print('ok')") == "ok"
+    # a cache kept: copies, and no scratch directory of ours
+    said.write_text("")
+    r = run_module(M, args(site, lock(site, "alpha==2.0", name="two.lock"), uv=str(wrapper),
+                           public_environment={"UV_CACHE_DIR": str(site["tmp"] / "cache")}))
+    assert r.get("failed") is not True, r.get("msg")
+    installs = [line.split() for line in said.read_text().splitlines() if line.split()[2] == "pip"]
+    assert installs and all(c[1] == "copy" and not c[0].startswith(store) for c in installs), installs

@@ -460,10 +460,15 @@ class VenvManager(object):
         os.mkdir(build_dir, 0o755)
         if self.b.user is not None:
             os.chown(build_dir, self.b.user.pw_uid, self.b.user.pw_gid)
+        scratch = self.scratch()
         try:
             failure = self.build(self.interpreter or self.find_interpreter())
         finally:
             self.b.clear_progress()
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+                self.b.env.pop("TMPDIR", None)
+                self.b.env["UV_LINK_MODE"] = "copy"
         if failure:
             shutil.rmtree(build_dir, ignore_errors=True)
             self.result.update(changed=False, build=self.active_id, build_path=self.active_target)
@@ -472,6 +477,24 @@ class VenvManager(object):
         write_marker(build_dir, dict(build=self.wanted, lock_sha256=self.lock_sha, python=self.py_version,
                                      packages=p["packages"], packages_no_deps=p["packages_no_deps"], extra=p["extra"],
                                      created=time.time(), sealed=True))
+
+    def scratch(self):
+        """With no uv cache kept (UV_NO_CACHE), uv unpacks every wheel into a temporary cache and would then copy
+        each file into the build: the build twice on the disk while it is made (10 GB for 0.5.9's lock). Its temporary
+        cache is put beside the build instead (TMPDIR: a private directory of the build account in the store, the
+        same file system), and the files are hard-linked from it; uv removes it when it ends and the scratch directory
+        goes after the build, so every installed file has one link again before the seal, which refuses any other.
+        Returns that directory, or None when uv keeps a cache (copy mode: nothing shares an inode with it)."""
+        home = self.b.user.pw_dir if self.b.user is not None else os.environ.get("HOME", "/root")
+        if uv_cache_dir(self.b.env, home) is not None:
+            return None
+        scratch = os.path.join(self.store, ".scratch-" + self.wanted)
+        shutil.rmtree(scratch, ignore_errors=True)
+        os.mkdir(scratch, 0o700)
+        if self.b.user is not None:
+            os.chown(scratch, self.b.user.pw_uid, self.b.user.pw_gid)
+        self.b.env.update(TMPDIR=scratch, UV_LINK_MODE="hardlink")
+        return scratch
 
     def build(self, interpreter):
         p = self.p
