@@ -100,3 +100,24 @@ def test_a_change_to_the_content_since_the_last_release_carries_a_changelog_frag
             assert section in sections, "%s: unknown section %s" % (path, section)
             assert section == "release_summary" or (isinstance(entries, list) and all(
                 isinstance(e, str) and e for e in entries)), path
+
+
+# Hosts that are never a project's address: RFC 2606/6761 reserved names and the loopback
+_PLACEHOLDER = (".invalid", ".example", ".test", ".localhost", "example.com", "example.org", "example.net", "localhost")
+
+
+def test_galaxy_yml_invents_no_address():
+    """#62 item 4: the repository/documentation/homepage/issues URLs were example.invalid placeholders, which Galaxy
+    shows as dead links. Each is left out until there is a real one; one that is set is https and no reserved name;
+    README tells users how to report a problem."""
+    import urllib.parse
+    galaxy = _load("galaxy.yml")
+    for key in ("repository", "documentation", "homepage", "issues"):
+        url = galaxy.get(key)
+        if url is None:
+            continue
+        host = urllib.parse.urlsplit(url).hostname or ""
+        assert url.startswith("https://") and not any(host == p.lstrip(".") or host.endswith(p) for p in _PLACEHOLDER), \
+            "%s: %s is a placeholder, not the project's address" % (key, url)
+    with open(os.path.join(ROOT, "README.md")) as fh:
+        assert "\n## Support\n" in fh.read()
