@@ -309,7 +309,7 @@ marginal:
     - Set when the plan works but a second free-memory reading O(noise_mib) lower makes the launch die. It holds the
       KV budget (C(kv_mib)), the margin (C(noise_mib)), the outcome within it (C(outcome_within_noise)) and C(fix), the
       smallest C(mem_fraction_static) that stays working with twice the margin (null when none up to 0.99 does).
-    - Null otherwise (also for a plan that does not work: its fixes say what to change).
+    - Null otherwise, also for a plan that does not work (its fixes say what to change).
   returned: always
   type: dict
   version_added: 0.19.0

@@ -74,6 +74,10 @@ install_locked .venv-hub "$(command -v python3)" "$locks/hub.lock"
 # reachable by another account.
 install_locked .venv-hflib "$(command -v /usr/bin/python3 || command -v python3)" "$locks/hflib.lock"
 
+# antsibull-docs (what Ansible's docsite builds collection pages with) and the ansible-core it runs ansible-doc from,
+# apart from the toolchain above: its web and Sphinx stack must not move those pins (#62 item 1)
+install_locked .venv-docs "$(command -v python3)" "$locks/docs.lock"
+
 # The SGLang router at the role's pinned, hash-checked lock (roles/sglang_router/files/locks), for the router tests
 # (the real router: a Rust binary in a wheel, CPU only).
 install_locked .venv-router "$(command -v python3)" roles/sglang_router/files/locks/sglang-router-0.3.2.lock
