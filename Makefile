@@ -7,7 +7,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(BIN):$(PATH)
 
-.PHONY: test deps collection lint sanity unit targets integration oracle wording bench lab lab-down molecule plan dashboard clean
+.PHONY: test deps collection tarball lint sanity unit targets integration oracle wording bench lab lab-down molecule plan dashboard clean
 
 ## Run every check, failing fast, then print a summary.
 test: deps
@@ -18,6 +18,11 @@ deps:
 
 collection:
 	@tests/ci/collection-tree.sh >/dev/null
+
+## The release tarball in build/dist: galaxy.yml's repository from GPUSERVE_REPOSITORY_URL (https; required - the
+## project's public address, which galaxy.yml itself does not invent).
+tarball: deps
+	tests/ci/tarball.sh build/dist
 
 lint: deps collection
 	cd $(CURDIR) && $(BIN)/ansible-lint --offline

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every check, failing fast; a summary at the end. Called by `make test` (and so by .ci/run).
-# After lint, sanity, the docs lint and the lab images (the four side by side), two lanes run side by side on the machine's two cores, each with a lab of
+# After lint, sanity, the docs lint, Galaxy's importer and the lab images (the five side by side), two lanes run side by side on the machine's two cores, each with a lab of
 # its own (tests/lab/lab.py slots 0 and 1):
 #   lab lane (foreground):       plan.yml, then molecule lane a (most scenarios)
 #   pytest lane (background):    locks, the planner oracle, unit + integration, the unit tests again under the
@@ -72,11 +72,15 @@ images_pid=$!
 side docs "antsibull-docs lint-collection-docs --plugin-docs" \
   bash -c "cd '$coll' && PATH='$root/.venv-docs/bin':\$PATH '$root/.venv-docs/bin/antsibull-docs' lint-collection-docs --plugin-docs ." &
 docs_pid=$!
+side importer "galaxy-importer on the release tarball (ansible-lint on, ansible-test off)" \
+  tests/ci/galaxy-importer.sh "$coll" &
+importer_pid=$!
 step "ansible-test sanity" bash -c "cd '$coll' && ansible-test sanity --python 3.11 --requirements"; sanity=$?
 side_end "$lint_pid" lint; lint=$?
 side_end "$images_pid" images; images=$?
 side_end "$docs_pid" docs; docs=$?
-[ "$sanity$lint$images$docs" = 0000 ] || finish 1
+side_end "$importer_pid" importer; importer=$?
+[ "$sanity$lint$images$docs$importer" = 00000 ] || finish 1
 
 : > "$lane_dir/pytest-lane.summary"
 (

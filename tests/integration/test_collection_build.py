@@ -115,3 +115,28 @@ def test_an_execution_environment_from_the_tarball(installed):
     wants = yaml.safe_load(found.stdout.split("\n", 1)[1])
     assert "proxmoxer>=2.0  # from collection gpuserve.sglang" in wants["python"]
     assert "openssh-client [platform:dpkg]  # from collection gpuserve.sglang" in wants["system"]
+
+
+def test_the_release_step_gives_the_repository_address_from_one_setting_and_invents_none(tmp_path):
+    """#62 item 4: galaxy.yml names no address (never a placeholder); Galaxy's importer requires `repository`, so the
+    release step (tests/ci/tarball.sh, `make tarball`) takes it from GPUSERVE_REPOSITORY_URL and refuses without an
+    https one; the tarball's MANIFEST.json then names it, and nothing else of galaxy.yml changed."""
+    script = os.path.join(ROOT, "tests", "ci", "tarball.sh")
+    # the tree make test laid out (laying out a new one would pull it from under the lab lane's molecule runs)
+    tree = os.path.join(ROOT, "build", "collections", "ansible_collections", "gpuserve", "sglang")
+    for bad in ("", "http://git.example.org/gpuserve/sglang"):
+        r = subprocess.run([script, str(tmp_path / "none"), tree], capture_output=True, text=True,
+                           env=dict(os.environ, GPUSERVE_REPOSITORY_URL=bad))
+        assert r.returncode == 2 and "set GPUSERVE_REPOSITORY_URL to the repository's https address" in r.stderr
+        assert not (tmp_path / "none").exists()
+    url = "https://git.example.org/gpuserve/sglang"
+    subprocess.run([script, str(tmp_path / "dist"), tree], capture_output=True, text=True, check=True,
+                   env=dict(os.environ, GPUSERVE_REPOSITORY_URL=url))
+    tarball = glob.glob(str(tmp_path / "dist" / "gpuserve-sglang-*.tar.gz"))
+    assert len(tarball) == 1
+    with tarfile.open(tarball[0]) as tar:
+        info = json.load(tar.extractfile("MANIFEST.json"))["collection_info"]
+    with open(os.path.join(ROOT, "galaxy.yml")) as fh:
+        galaxy = yaml.safe_load(fh)
+    assert info["repository"] == url and "repository" not in galaxy
+    assert info["version"] == galaxy["version"] and info["issues"] is None and info["homepage"] is None
