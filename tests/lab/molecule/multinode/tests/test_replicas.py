@@ -16,6 +16,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))   # tests/lab/molecule
 from lab_http import KEY, ROUTER_SEND  # noqa: E402
+from lab_load import load_report, start_load  # noqa: E402
 from lab_runbook import ansible_playbook  # noqa: E402
 from test_multinode import ROOT, ct, generate_count, inventories, main_pid, router_workers  # noqa: E402
 
@@ -30,27 +31,6 @@ BOTH = [("http://10.0.3.101:30000", True), ("http://127.0.0.1:30000", True)]
 def playbook(name, extra=None, *argv):
     return ansible_playbook(inventories() + [os.path.join(ROOT, "playbooks", name), "-e",
                                              json.dumps(dict(REPLICAS, **(extra or {})))] + list(argv))
-
-
-def start_load(host, name, requests, seconds):
-    """tests/lab/loadgen.py through the router in CT 100, in the background (a transient unit); its report file."""
-    out = "/tmp/loadgen-%s.json" % name
-    ct(host, 100, "rm", "-f", out)
-    ct(host, 100, "systemd-run", "--unit", "gpuserve-loadgen-%s" % name, "--collect", "python3",
-       "/opt/gpuserve-standin/loadgen.py", "--url", "http://127.0.0.1:30080", "--key-file",
-       "/etc/sglang-router/router.key", "--requests", str(requests), "--seconds", str(seconds), "--threads", "4",
-       "--out", out)
-    return out
-
-
-def load_report(host, out, timeout=400):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        r = host.run("pct exec 100 -- cat %s", out)
-        if r.rc == 0 and r.stdout.strip():
-            return json.loads(r.stdout)
-        time.sleep(2)
-    raise AssertionError("the load generator wrote no report in %d s (%s)" % (timeout, out))
 
 
 def wait_both(host, timeout=60):
@@ -75,11 +55,11 @@ def test_the_two_containers_become_two_real_replicas_behind_the_router(host):
 def test_a_rollout_under_load_restarts_each_real_replica_with_no_failed_request(host):
     pids = (main_pid(host, 100), main_pid(host, 101))
     served = (generate_count(host, 100), generate_count(host, 101))
-    out = start_load(host, "restart", 240, 120)
+    out = start_load(host, "restart", 240, 120, threads=4)
     t0 = time.time()
     p = playbook("rollout.yml")
     took = time.time() - t0
-    report = load_report(host, out)
+    report = load_report(host, out, timeout=400)
     print("real replicas rolled under load: %(ok)d/%(requests)d ok, %(failed)d failed, p50 %(p50_ms)s ms, p99 "
           "%(p99_ms)s ms" % report, "- the rollout of 2 replicas took %.0f s; answered during the load: CT 100 %d, "
           "CT 101 %d" % (took, generate_count(host, 100) - served[0], generate_count(host, 101) - served[1]))
@@ -97,7 +77,7 @@ def test_a_rollout_whose_launch_cannot_start_stops_at_the_first_replica_with_no_
     router), the rollout stops naming the failure, the second replica is untouched, and the router keeps answering
     through it."""
     untouched = main_pid(host, 101)
-    out = start_load(host, "stopped", 120, 60)
+    out = start_load(host, "stopped", 120, 60, threads=4)
     p = playbook("rollout.yml", {"sglang_server_args": "{{ gpuserve_lab_cpu_args | combine({'max_total_tokens': 16}) }}"})
     report = load_report(host, out)
     text = " ".join(p.stdout.split())

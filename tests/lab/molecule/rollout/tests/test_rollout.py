@@ -12,6 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))   # tests/lab/molecule
+from lab_load import load_report, start_load  # noqa: E402  (shared with multinode)
 from lab_runbook import ROOT, ansible_playbook, molecule_inventory  # noqa: E402  (shared with multinode)
 
 testinfra_hosts = ["ansible://pvehost"]
@@ -184,27 +185,6 @@ def router_steady(host, timeout=120):
         time.sleep(2)
     raise AssertionError("the router did not serve both replicas within %d s: %s\n%s"
                          % (timeout, seen[-5:], router_journal(host)))
-
-
-def start_load(host, name, requests, seconds):
-    """loadgen.py through the router in CT 100, in the background (a transient systemd unit); its report file."""
-    out = "/tmp/loadgen-%s.json" % name
-    ct(host, "rm", "-f", out)
-    ct(host, "systemd-run", "--unit", "gpuserve-loadgen-%s" % name, "--collect", "python3",
-       "/opt/gpuserve-standin/loadgen.py", "--url", "http://127.0.0.1:30080", "--key-file",
-       "/etc/sglang-router/router.key", "--requests", str(requests), "--seconds", str(seconds), "--threads", "6",
-       "--out", out)
-    return out
-
-
-def load_report(host, out, timeout=300):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        r = host.run("pct exec 100 -- cat %s", out)
-        if r.rc == 0 and r.stdout.strip():
-            return json.loads(r.stdout)
-        time.sleep(2)
-    raise AssertionError("the load generator wrote no report in %d s (%s)" % (timeout, out))
 
 
 def keep_figure(what, report, rollout_s):
