@@ -127,9 +127,6 @@ def digest(*parts):
 # (signed index, checked hashes) into build/lab/cache, where tests/lab/playbooks/stage-cpu-engine.yml takes them.
 CPU_ENGINE_DEBS = {"libcuda1": "non-free", "libnuma1": "main"}
 CACHE = os.path.join(BUILD, "cache")
-# uv's cache for the CPU-engine profile's venv (the whole 0.5.9 lock, 4.5 GB): one per machine, kept across labs and
-# shared by the slots (uv locks its cache), mounted into each lab host; stage-cpu-engine.yml mounts it into the CT
-UV_CACHE = os.path.join(BUILD, "uv-cache")
 
 
 def cpu_engine_debs():
@@ -326,10 +323,6 @@ def up():
     base, tar = debian_image()
     host = pvehost_image(base)
     cpu_engine_debs()
-    os.makedirs(UV_CACHE, exist_ok=True)
-    # written by role sglang_venv's build account in the lab's CTs (privileged: same uids), which
-    # tests/lab/playbooks/stage-cpu-engine.yml makes with uid 4990 and gives the cache to (0755: the service account
-    # cannot write it, or the role refuses it)
     key = ssh_key()
     log("starting %s at %s" % (HOST_NAME, HOST_IP))
     podman("run", "-d", "--name", HOST_NAME, "--label", LABEL, "--label", SLOT_LABEL, "--hostname", "pve-lab",
@@ -337,7 +330,6 @@ def up():
            "--stop-signal=SIGRTMIN+3", "--ip", HOST_IP,
            "-v", "%s:/var/lib/gpuserve-lab/rootfs.tar:ro" % tar,
            "-v", "%s.pub:/root/.ssh/authorized_keys:ro" % key,
-           "-v", "%s:/var/cache/gpuserve-lab/uv" % UV_CACHE,
            *site_ca_mount(),
            host, "/sbin/init", stdout=subprocess.DEVNULL)
     wait_for("sshd on %s" % HOST_IP, lambda: tcp_open(22) and ssh_ok(key, "true").returncode == 0, 90)

@@ -74,11 +74,11 @@ def test_plan_request_refuses_a_marginal_plan_unless_accepted():
     assert "the plan is marginal (30.0 MiB of KV budget, within the 64 MiB" in exc.value.msg
     assert "fix mem_fraction_static=0.351" in exc.value.msg
     assert exc.value.result["marginal"]["fix"]["change"] == {"mem_fraction_static": 0.351}
-    result, _ = SM.plan_request(model_config=llama(), gpus=[A6000], args=args_with_budget(30), measured=MEASURED,
-                                fail_on=["kv_pool_oom"])
+    result = SM.plan_request(model_config=llama(), gpus=[A6000], args=args_with_budget(30), measured=MEASURED,
+                             fail_on=["kv_pool_oom"])[0]
     assert result["outcome"] == "fits" and result["marginal"]["kv_mib"] == 30.0
-    result, _ = SM.plan_request(model_config=llama(), gpus=[A6000], args=args_with_budget(30), measured=MEASURED,
-                                noise_mib=16)
+    result = SM.plan_request(model_config=llama(), gpus=[A6000], args=args_with_budget(30), measured=MEASURED,
+                             noise_mib=16)[0]
     assert result["marginal"] is None
 
 

@@ -80,8 +80,8 @@ def _marginal_said(marginal):
              % (marginal["kv_mib"], marginal["noise_mib"], marginal["outcome_within_noise"])]
     fix = marginal.get("fix")
     if fix:
-        lines.append("  fix %s -> %s, %d KV tokens (%s)" % (_fmt_change(fix["change"]), fix["outcome"],
-                                                           fix["max_total_num_tokens"], fix["why"]))
+        lines.append("  fix %s -> %s, %d KV tokens (%s)"
+                     % (_fmt_change(fix["change"]), fix["outcome"], fix["max_total_num_tokens"], fix["why"]))
     else:
         lines.append("  no mem_fraction_static up to 0.99 clears it: free memory on the GPUs or spread the model "
                      "over more of them")

@@ -493,9 +493,7 @@ def _marginal(config, gpus, args, measured, weights_bytes, base, same, noise_mib
     high = next((f for f in ups if trial({"mem_fraction_static": f}, 2 * noise_mib)["outcome"] in works), None)
     if high is None:
         return out
-    for _ in range(30):                   # the pool budget grows with the fraction: bisect to 0.001
-        if high - low <= 0.0005:
-            break
+    while high - low > 0.0005:            # the pool budget grows with the fraction: bisect to 0.001
         mid = (low + high) / 2.0
         if trial({"mem_fraction_static": mid}, 2 * noise_mib)["outcome"] in works:
             high = mid

@@ -100,13 +100,15 @@ def test_the_unit_runs_the_real_sglang_on_the_cpu_with_the_real_libcuda(host):
     assert ct(host, "python3", "-c", maps) == str([LIBCUDA])
 
 
-def test_the_venv_came_through_the_labs_shared_uv_cache(host):
-    """The lab's uv cache (build/lab/uv-cache on this machine, mounted into CT 100) holds the lock's wheels after the
-    build: the next lab here builds from it without downloading the 4.5 GB again."""
-    assert ct(host, "findmnt", "-n", "-o", "TARGET", "/var/cache/gpuserve-lab/uv") == "/var/cache/gpuserve-lab/uv"
-    wheels = ("import pathlib\nroot = pathlib.Path('/var/cache/gpuserve-lab/uv')\n"
-              "print(sorted({p.name for p in root.glob('wheels-v*/pypi/*') if p.name in ('torch', 'sgl-kernel', 'sglang')}))")
-    assert ct(host, "python3", "-c", wheels) == str(["sgl-kernel", "sglang", "torch"])
+def test_the_build_kept_no_uv_cache_and_every_file_of_the_venv_is_on_the_disk_once(host):
+    """The lab keeps no uv cache (UV_NO_CACHE, the profile's): a persistent one held the lock unpacked beside every
+    venv copied from it, more than a CI machine's disk had. uv's temporary cache sat beside the build (a scratch
+    directory of the store), the files were hard-linked from it, and it is gone: no cache in the build account's
+    home, no scratch left, and no file of the venv with a second link (the seal refuses one)."""
+    assert ct(host, "sh", "-c", "ls -a /var/lib/sglang-build/.cache/uv 2>/dev/null | wc -l") == "0"
+    assert [n for n in ct(host, "ls", "-a", "/opt/sglang/venv.builds").split() if n.startswith(".scratch")] == []
+    assert ct(host, "find", "/opt/sglang/venv/", "-type", "f", "-links", "+1", "-print", "-quit") == ""
+    assert int(ct(host, "sh", "-c", "find /opt/sglang/venv/ -type f | wc -l")) > 10000      # the whole lock is there
 
 
 def test_sglangs_own_entry_points_import_in_the_venv_the_collection_built(host):

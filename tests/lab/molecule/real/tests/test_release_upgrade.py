@@ -36,10 +36,9 @@ def builds(host):
 
 
 def upgrade(*extra):
-    """rollout.yml -e rollout_venv=true with the release moved to 0.5.23. Every build copies its files (one link
-    each: the seal re-owns them, #58 item 2), so a cache that stayed would keep 0.5.23's 9.5 GB on the disk twice (the
-    disk of a CI machine is not always large enough): this build runs with no cache kept (UV_NO_CACHE, uv's own
-    temporary one), not the lab's shared cache."""
+    """rollout.yml -e rollout_venv=true with the release moved to 0.5.23. No uv cache is kept (UV_NO_CACHE, as the
+    lab's profile has it): uv's temporary cache sits beside the build and the files are hard-linked from it, so
+    0.5.23's 9.5 GB are on the disk once (the disk of a CI machine is not always large enough for more)."""
     return runbook("rollout.yml", "-e", json.dumps(dict({"rollout_venv": True, "sglang_venv_sglang_version": NEXT,
                                                          "sglang_venv_public_environment": {"UV_NO_CACHE": "1"}},
                                                         **dict(extra))))
