@@ -1,5 +1,6 @@
 """deploy.yml as an operator meets it before any host is touched: tags select what they name, and a bad
 inventory value is named in a few lines with nothing run."""
+import json
 import os
 import shutil
 import subprocess
@@ -175,3 +176,20 @@ def test_a_plan_that_predicts_the_launch_dies_fails_the_play_unless_expected():
                               "-e", "plan_gpu_count=1", "-e",
                               '{"plan_args": {"tp_size": 1, "speculative_algorithm": null}}')
     assert starts.returncode == 0 and "Outcome: context_truncated" in starts.stdout, starts.stdout[-2000:]
+
+
+def test_a_marginal_plan_fails_plan_yml_unless_accepted():
+    """#60 item 4: a pool budget of 27 MiB (M0 46 GiB, weights 16 GiB, mfs 0.3484) is within the 64 MiB SGLang's two
+    free-memory readings may differ by: plan.yml shows the plan with its fix and fails, unless accepted."""
+    extra = json.dumps({"plan_model_config_file": os.path.join(ROOT, "tests", "fixtures", "model_configs",
+                                                               "llama-3.1-8b.json"),
+                        "plan_gpu_count": 1, "plan_args": {"mem_fraction_static": 0.3484, "context_length": 128},
+                        "plan_measured": {"avail_mem_before_load_gb": 46.0, "weights_gb": 16.0,
+                                          "avail_mem_after_load_gb": 30.0}})
+    p = ansible_playbook(os.path.join(ROOT, "playbooks", "plan.yml"), "-e", extra)
+    said = " ".join(p.stdout.split()).replace("''", "'")
+    assert p.returncode != 0 and "failed=1" in p.stdout, p.stdout[-2000:]
+    assert "Outcome: marginal (as planned: fits:" in said and "fix mem_fraction_static=0.351 -> fits" in said
+    assert "SGLang 0.5.9: the plan is marginal - 27.0 MiB of KV budget, within the 64.0 MiB" in said, said[-2000:]
+    ok = ansible_playbook(os.path.join(ROOT, "playbooks", "plan.yml"), "-e", extra, "-e", "plan_accept_marginal=true")
+    assert ok.returncode == 0 and "failed=0" in ok.stdout, ok.stdout[-2000:]
