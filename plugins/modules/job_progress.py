@@ -136,10 +136,12 @@ polls:
   description: How many times the job was polled.
   returned: always
   type: int
+  sample: 42
 waited_s:
   description: Seconds spent waiting.
   returned: always
   type: float
+  sample: 84.3
 group:
   description: With O(group), the group's name and each member's state as this one saw it (C(ready), C(failed),
     C(stopped), C(no word)).
@@ -151,8 +153,12 @@ group_failure:
     C(msg), C(failure) (the parser's kind, message, hint), C(phase), C(facts), C(launch_id).
   returned: when this member was stopped because another failed, or failed with the echo of another's failure
   type: dict
+  sample: {"member": "ct130", "rank": 1, "msg": "SGLang failed to start: kv_pool_oom in phase memory_pool",
+          "failure": {"kind": "kv_pool_oom",
+          "message": "Not enough memory. Please try to increase --mem-fraction-static."}}
 stopped_for:
   description: The member this one was stopped for (null when the others went silent).
   returned: when this member was stopped
   type: str
+  sample: ct130
 """

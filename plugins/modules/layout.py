@@ -165,6 +165,7 @@ enabled:
   description: The units enabled now (would be, in check mode).
   returned: always
   type: list
+  sample: ["sglang-sglang.service"]
   elements: str
 present:
   description: For each of O(probe), whether it exists (a link is followed).
@@ -175,6 +176,7 @@ actions:
   description: One line per change, such as C(path /var/log/sglang - directory mode 0755->0750).
   returned: always
   type: list
+  sample: ["path /var/log/sglang - directory mode 0755->0750"]
   elements: str
 """
 

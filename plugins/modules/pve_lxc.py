@@ -121,23 +121,29 @@ task_warnings:
     task log (also shown as warnings).
   returned: always
   type: list
+  sample: [{"upid": "UPID:pve1:0001A2B3:00C4D5E6:6750A1B2:vzstart:129:root@pam:", "count": 1,
+          "lines": ["WARN: old cgroup setting ignored"]}]
   elements: dict
 created:
   description: True when the container was (or, in check mode, would be) created.
   returned: always
   type: bool
+  sample: false
 changes:
   description: Options sent (or that would be sent) to C(PUT .../config).
   returned: always
   type: dict
+  sample: {"memory": 65536, "cores": 16}
 status:
   description: Power state after the run, C(running) or C(stopped).
   returned: always
   type: str
+  sample: running
 diff:
   description: C(before)/C(after) of the compared options, in diff mode.
   returned: diff mode
   type: dict
+  sample: {"before": {"memory": 32768}, "after": {"memory": 65536}}
 """
 
 import traceback

@@ -72,26 +72,40 @@ launch_record:
     C(manager), and C(restored_after) after a rollback); empty when there is none.
   returned: when O(server) was given
   type: dict
+  sample: {"pid": 4121, "config_hash": "9c1d0e7a2b3f4c5d", "launch_id": "41a706607eb6",
+          "log_path": "/var/log/sglang/sglang.log", "log_offset": 18342,
+          "argv": ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server", "--tp-size", "2", "--host",
+          "127.0.0.1", "--port", "30000", "--model-path", "/srv/models/Qwen3.6-27B", "--config",
+          "/etc/sglang/sglang.yaml"], "manager": "systemd"}
 launch_record_exists:
   description: Whether the server has a launch record.
   returned: when O(server) was given
   type: bool
+  sample: true
 build:
   description: The venv's build marker (C(build), C(lock_sha256), the versions it was built with); empty when none.
   returned: when O(venv) was given
   type: dict
+  sample: {"build": "5f0c2a9e1b7d4c33",
+          "lock_sha256": "3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b",
+          "python": "3.11.2", "sealed": true}
 build_exists:
   description: Whether the venv has a build marker.
   returned: when O(venv) was given
   type: bool
+  sample: true
 manifest:
   description: The model's snapshot manifest (C(repo_id), C(revision), C(files)); empty when none.
   returned: when O(model_dir) was given
   type: dict
+  sample: {"repo_id": "Qwen/Qwen3.6-27B", "revision": "0123456789abcdef0123456789abcdef01234567",
+          "files": {"config.json": {"size": 4120,
+          "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}}}
 manifest_exists:
   description: Whether the model directory has a manifest.
   returned: when O(model_dir) was given
   type: bool
+  sample: true
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -84,23 +84,28 @@ listening:
   description: O(mode=listen) - whether the port was bound and listened on.
   returned: mode is listen
   type: bool
+  sample: true
 in_use:
   description: O(mode=listen) - the port was already bound (the running group's store on a re-run).
   returned: mode is listen
   type: bool
+  sample: false
 accepted:
   description: O(mode=listen) - the addresses of the connections accepted.
   returned: mode is listen
   type: list
+  sample: ["10.0.3.101"]
   elements: str
 reachable:
   description: O(mode=connect) - whether the TCP connect succeeded.
   returned: mode is connect
   type: bool
+  sample: true
 error:
   description: What the socket said when it failed (None when it did not).
   returned: always
   type: str
+  sample: null
 interface:
   description:
     - The network interface this container reaches O(addr) through (for rank 0, the one holding O(addr)) - what
