@@ -139,10 +139,12 @@ message:
   description: nvidia-smi's decisive line, or what the state means.
   returned: always
   type: str
+  sample: "NVIDIA-SMI 570.153.02, Driver Version: 570.153.02, CUDA Version: 12.8"
 hint:
   description: What to do when the state is not C(ok); null otherwise.
   returned: always
   type: str
+  sample: null
 driver_version:
   description: Userspace driver version (nvidia-smi's, or the NVML library's on a mismatch).
   returned: always
@@ -152,18 +154,22 @@ kernel_module_version:
   description: Version of the loaded kernel module (C(/proc/driver/nvidia/version), else C(/sys/module/nvidia/version)).
   returned: always
   type: str
+  sample: 570.153.02
 kernel_module_type:
   description: C(open) or C(proprietary) kernel modules; null when none is loaded.
   returned: always
   type: str
+  sample: open
 gpu_count:
   description: Number of GPUs nvidia-smi lists.
   returned: always
   type: int
+  sample: 2
 memory_total_mib:
   description: Sum of the GPUs' memory in MiB.
   returned: always
   type: int
+  sample: 98280
 gpus:
   description: One entry per GPU with C(index), C(name), C(uuid), C(pci_bus_id), C(memory_total_mib),
     C(memory_used_mib), C(memory_free_mib), C(driver_version), C(compute_cap), and C(minor) / C(device) (the
@@ -171,6 +177,10 @@ gpus:
     values are null.
   returned: always
   type: list
+  sample: [{"index": 0, "name": "NVIDIA RTX A6000", "uuid": "GPU-3f2a8c1e-5b6d-4e7f-9a0b-1c2d3e4f5a6b",
+          "pci_bus_id": "00000000:41:00.0", "memory_total_mib": 49140, "memory_used_mib": 1,
+          "memory_free_mib": 48667, "driver_version": "570.153.02", "compute_cap": "8.6", "minor": 0,
+          "device": "/dev/nvidia0"}]
   elements: dict
 device_majors:
   description: Character-device majors by driver name (C(nvidia-frontend), C(nvidia-uvm), C(nvidia-caps), ...).
@@ -181,6 +191,8 @@ device_nodes:
   description: Existing device nodes with C(path), C(type) (C(c)/C(b)), C(major), C(minor), C(mode).
   returned: always
   type: list
+  sample: [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0, "mode": "0666"},
+          {"path": "/dev/nvidiactl", "type": "c", "major": 195, "minor": 255, "mode": "0666"}]
   elements: dict
 node:
   description:
@@ -203,10 +215,13 @@ ansible_facts:
   description: The same result under C(gpuserve_nvidia) (without RV(node)).
   returned: always
   type: dict
+  sample: {"gpuserve_nvidia": {"state": "ok", "gpu_count": 2, "kernel_module_version": "570.153.02"}}
 lost_gpus:
   description: The GPUs nvidia-smi could not reach (state C(gpu_lost)), as C({pci_bus_id, minor, uuid, device}).
   returned: always
   type: list
+  sample: [{"pci_bus_id": "00000000:C1:00.0", "minor": 1, "uuid": "GPU-7d8e9f0a-1b2c-3d4e-5f6a-7b8c9d0e1f2a",
+          "device": "/dev/nvidia1"}]
   elements: dict
   version_added: 0.7.0
 """

@@ -192,14 +192,17 @@ restart_needed:
   description: True when the file changed and the container must be restarted for it to take effect.
   returned: always
   type: bool
+  sample: true
 backup_file:
   description: Copy of the previous file, when a change was written.
   returned: changed and not check mode
   type: str
+  sample: /etc/pve/lxc/129.conf.20261206-211852.bak
 pending:
   description: "The pending changes that refused the run, as C(dev0: <value>) or C(delete dev1)."
   returned: failed on pending devN changes
   type: list
+  sample: ["dev0: /dev/nvidia0,gid=44,mode=0666", "delete dev1"]
   elements: str
 lock:
   description: The CT's Proxmox guest lock that refused the change.
@@ -210,11 +213,13 @@ devices:
   description: The C(devN) entries this module owns after the change, as C({index, value}).
   returned: always
   type: list
+  sample: [{"index": 0, "value": "/dev/nvidia0"}, {"index": 1, "value": "/dev/nvidiactl"}]
   elements: dict
 diff:
   description: C(before)/C(after) of the file, in diff mode.
   returned: diff mode and changed
   type: dict
+  sample: {"before": "arch: amd64\ncores: 16\n", "after": "arch: amd64\ncores: 16\ndev0: /dev/nvidia0\n"}
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -129,10 +129,15 @@ run:
     C(itl_p99_ms), C(duration_s), C(wall_s), C(at) (epoch seconds), C(url).
   returned: state is run and not check mode
   type: dict
+  sample: {"completed": 8, "num_prompts": 8, "max_concurrency": 2, "random_input_len": 32,
+          "random_output_len": 8, "request_throughput": 3.1, "output_tokens_per_s": 24.8, "ttft_p50_ms": 41.2,
+          "ttft_p99_ms": 88.5, "itl_p50_ms": 12.3, "itl_p99_ms": 30.1, "duration_s": 2.6, "wall_s": 9.8,
+          "at": 1796591932}
 previous:
   description: The run before it for the same O(target), or null.
   returned: state is run and not check mode
   type: dict
+  sample: null
 line:
   description: This run in one line, each metric with its change from the run before.
   returned: state is run and not check mode
@@ -142,10 +147,12 @@ runs:
   description: O(state=read) - the record, per target C(last) and C(previous).
   returned: state is read
   type: dict
+  sample: {"server": {"last": {"completed": 8, "request_throughput": 3.1}, "previous": null}}
 lines:
   description: O(state=read) - one line per target, as RV(line).
   returned: state is read
   type: list
+  sample: ["server: 8 of 8 requests, 3.10 req/s, 24.8 output tok/s, TTFT p50 41.2 ms"]
   elements: str
 """
 

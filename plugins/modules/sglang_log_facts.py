@@ -112,6 +112,8 @@ failure:
   description: The decisive failure, or null.
   returned: always
   type: dict
+  sample: {"kind": "kv_pool_oom", "phase": "memory_pool",
+          "message": "Not enough memory. Please try to increase --mem-fraction-static. Current value: self.server_args.mem_fraction_static=0.85"}
   contains:
     kind:
       description: One of C(kv_pool_oom), C(weight_load_oom), C(cuda_graph_oom), C(cuda_oom), C(port_in_use),
@@ -153,6 +155,7 @@ facts_by_rank:
   description: The same numbers per rank prefix (C(main) for lines without one).
   returned: always
   type: dict
+  sample: {"TP0": {"avail_mem_before_load_gb": 46.62, "weights_gb": 25.91, "avail_mem_after_load_gb": 20.71}}
 stale:
   description: True when O(since) was given and nothing was logged after it.
   returned: always
@@ -162,10 +165,12 @@ lines:
   description: Lines read.
   returned: always
   type: int
+  sample: 1840
 end_offset:
   description: Size of O(path) when read; pass it as O(since) to read only the next launch.
   returned: when O(path) is given
   type: int
+  sample: 219834
 """
 
 from ansible.module_utils.basic import AnsibleModule
