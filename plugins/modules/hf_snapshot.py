@@ -225,6 +225,7 @@ removed:
   description: With O(state=absent), the directories removed (in check mode, that would be removed).
   returned: when O(state=absent)
   type: list
+  sample: ["/srv/models/Qwen3.6-27B", "/srv/models/Qwen3.6-27B.previous"]
   elements: str
   version_added: 0.13.0
 up_to_date:
@@ -233,82 +234,101 @@ up_to_date:
       mode, nothing would be). A role's quick look in check mode uses it to skip the background download.
   returned: success
   type: bool
+  sample: false
 path:
   description: The local directory.
   returned: always
   type: str
+  sample: /srv/models/Qwen3.6-27B
 revision:
   description: The commit the snapshot is at.
   returned: success
   type: str
+  sample: 0123456789abcdef0123456789abcdef01234567
 file_count:
   description: Files in the snapshot.
   returned: success
   type: int
+  sample: 17
 bytes:
   description: Total size of the snapshot's files.
   returned: success
   type: int
+  sample: 55781234567
 fetched:
   description: Files downloaded (or that would be, in check mode).
   returned: success
   type: list
+  sample: ["config.json", "model-00001-of-00011.safetensors"]
   elements: str
 repaired:
   description: Files found corrupted (wrong hash) and fetched again.
   returned: success
   type: list
+  sample: []
   elements: str
 staged:
   description: True when a new revision of a complete model in service was built beside it and switched in
     (C(<local_dir>.staging-<sha>), unchanged files hard-linked); the old revision is kept in RV(previous_path).
   returned: when a revision changed
   type: bool
+  sample: false
 switched_from:
   description: The revision that was in service before the switch.
   returned: when RV(staged)
   type: str
+  sample: null
 previous_path:
   description: Where the previous revision is kept (C(<local_dir>.previous), one kept).
   returned: when RV(staged)
   type: str
+  sample: null
 retries:
   description: Transient errors retried by this run (what, attempt, error, wait_s); empty when none.
   returned: success
   type: list
+  sample: [{"what": "model-00004-of-00011.safetensors", "attempt": 1, "error": "connection reset by peer",
+          "wait_s": 2.0}]
   elements: dict
 bytes_transferred:
   description: Bytes received over the network by this run.
   returned: success
   type: int
+  sample: 55781234567
 network:
   description: Whether the Hub was asked at all (false for a verified snapshot at a pinned commit).
   returned: success
   type: bool
+  sample: true
 config:
   description: The model's C(config.json), parsed (for the memory planner).
   returned: success and the repo has a config.json
   type: dict
+  sample: {"architectures": ["Qwen3_5ForConditionalGeneration"], "torch_dtype": "bfloat16"}
 manifest:
   description: The manifest that marks the snapshot complete (written last).
   returned: success
   type: str
+  sample: /srv/models/Qwen3.6-27B/.gpuserve-snapshot.json
 progress_file:
   description: Where progress is written while downloading.
   returned: success
   type: str
+  sample: /srv/models/Qwen3.6-27B/.gpuserve-progress.json
 downloader:
   description:
     - With O(downloader=huggingface_hub) and files to fetch, the versions of huggingface_hub, hf_xet and hf_transfer
       found; with O(source_host), the rsync used.
   returned: when the library or rsync was used
   type: dict
+  sample: {"huggingface_hub": "0.36.0", "hf_xet": "1.2.0", "hf_transfer": null}
 error_kind:
   description: C(unauthorized), C(forbidden), C(not_found), C(http), C(network), C(integrity), C(disk), C(locked)
     (another run is writing O(local_dir); the message names its pid), C(unsafe_path)
     (a listed file name that would leave O(local_dir)) or C(downloader).
   returned: failure
   type: str
+  sample: null
 """
 
 from ansible.module_utils.basic import AnsibleModule

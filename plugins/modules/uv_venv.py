@@ -274,6 +274,7 @@ uv_ok:
   description: With O(uv_version), whether uv is that version - false means nothing was done (see O(uv_version)).
   returned: when O(uv_version) is set and uv was about to run
   type: bool
+  sample: true
 uv_found:
   description: The version O(uv) said (C(uv --version)), or null when it is missing or does not run.
   returned: when RV(uv_ok) is false
@@ -285,6 +286,7 @@ uv_problem:
     role installs uv again, root's.
   returned: when RV(uv_ok) is false for that reason
   type: str
+  sample: null
 decision:
   description: C(none), C(switch) (to an existing complete build), C(build), C(repair) (an interrupted build redone),
     or C(seal) (the build in service made root's and read-only); C(uv) when uv, not the O(uv_version) one, was
@@ -292,40 +294,49 @@ decision:
     beside the one in service was already complete.
   returned: always
   type: str
+  sample: build
 build:
   description: The build id in service after the run (in check mode, the one that would be); with O(activate=false),
     the build made ready beside it.
   returned: always
   type: str
+  sample: 5f0c2a9e1b7d4c33
 active:
   description: The build id O(path) points at after the run (with O(activate=false), the one still in service).
   returned: always
   type: str
+  sample: 5f0c2a9e1b7d4c33
   version_added: 0.17.0
 build_path:
   description: The build directory behind O(path).
   returned: always
   type: str
+  sample: /opt/sglang/venv.builds/5f0c2a9e1b7d4c33
 previous:
   description: The build id that was in service before, if any.
   returned: always
   type: str
+  sample: 9a8b7c6d5e4f3a21
 python:
   description: The venv's interpreter (through O(path)); with O(activate=false), the interpreter of the build beside it.
   returned: always
   type: str
+  sample: /opt/sglang/venv/bin/python
 python_version:
   description: Version of the interpreter the venv is built on.
   returned: always
   type: str
+  sample: 3.11.2
 lock_sha256:
   description: SHA-256 of the lock file.
   returned: always
   type: str
+  sample: 3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b
 pins:
   description: Number of pinned packages in the lock.
   returned: always
   type: int
+  sample: 212
 removed:
   description:
     - Old builds removed (beyond O(keep)), by build id.
@@ -333,12 +344,14 @@ removed:
       would be removed).
   returned: always
   type: list
+  sample: ["1c2d3e4f5a6b7c8d"]
   elements: str
 setid_cleared:
   description: Files and directories of the build whose set-user-id, set-group-id or sticky bit was cleared when it
     was sealed (a warning names them too); a build sealed root's never keeps one.
   returned: when a build was sealed
   type: list
+  sample: []
   elements: str
 """
 
