@@ -72,7 +72,7 @@ launch_record:
     C(manager), and C(restored_after) after a rollback); empty when there is none.
   returned: when O(server) was given
   type: dict
-  sample: {"pid": 4121, "config_hash": "9c1d0e7a2b3f4c5d", "launch_id": "41a706607eb6",
+  sample: {"pid": 4121, "config_hash": "9c1d0e7a2b3f4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d", "launch_id": "41a706607eb6",
           "log_path": "/var/log/sglang/sglang.log", "log_offset": 18342,
           "argv": ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server", "--tp-size", "2", "--host",
           "127.0.0.1", "--port", "30000", "--model-path", "/srv/models/Qwen3.6-27B", "--config",

@@ -195,6 +195,7 @@ chart_svg:
   description: The plan as an SVG document (O(chart=true)); C(playbooks/plan.yml -e plan_chart=<file>) writes it.
   returned: when O(chart=true) and a plan was made (also with a refusal of the launch)
   type: str
+  sample: "<svg xmlns='http://www.w3.org/2000/svg' width='960' height='520'>...</svg>"
 release:
   description: The SGLang release planned (its arithmetic is the one the plan used).
   returned: when planned
@@ -204,12 +205,14 @@ release_source:
   description: Where RV(release) was read - C(installed (<dist-info path>)), C(asked for (release)) or C(the default).
   returned: when planned
   type: str
+  sample: the default
 replay_mismatch:
   description: O(launch_failure=kv_pool_oom) and a plan that fits - the replay's inputs differ from that launch's; which
     (the free memory SGLang profiled with, from its own profile when the log has it), in numbers. RV(explain) begins
     with the launch's death (C(Launch:)) and the replay named as a replay (C(Replay:)).
   returned: when the replay contradicts the launch
   type: str
+  sample: null
 replay:
   description: The replay of the launch's logged numbers that contradicted it (C(outcome), C(max_total_num_tokens),
     C(avail_mem_after_load_gb) as logged); the plan itself is the launch as SGLang saw it.
@@ -230,18 +233,24 @@ changes:
   description: O(goal) given - what the search changed from O(args), each C({key, from, to, why}).
   returned: when goal is given
   type: list
+  sample: [{"key": "max_running_requests", "from": null, "to": 32,
+          "why": "request slots: each holds its req_to_token row, mamba state and verify state"}]
   elements: dict
 candidates:
   description: O(goal) given - the ranked table compared, best first, each C({changes, max_total_num_tokens,
     max_running_requests, context_length, headroom_left_gb, outcome, score}).
   returned: when goal is given
   type: list
+  sample: [{"changes": {"max_running_requests": 32}, "max_total_num_tokens": 91234,
+          "max_running_requests": 32, "context_length": 262144, "headroom_left_gb": 3.03,
+          "outcome": "context_truncated", "score": -1}]
   elements: dict
 checkpoint_contradicts_config:
   description: True when the checkpoint's weights are less than half of what config.json's parameters take - the
     checkpoint is not the model the config describes; also in C(notes) and as a warning.
   returned: when the checkpoint contradicts the config
   type: bool
+  sample: false
 missing:
   description: The paths of O(require) that do not exist (the task fails before planning).
   returned: when a path of O(require) is missing
@@ -284,11 +293,15 @@ model_error:
     rests on the measured numbers alone.
   returned: when the model is not modelled
   type: str
+  sample: null
 per_gpu:
   description: Budget per GPU in GiB (C(avail_mem_before_load_gb), C(weights_gb), C(rest_gb), C(mamba_gb),
     C(spec_reserve_gb), C(kv_gb), C(headroom_gb), C(draft_gb), C(headroom_need_gb)).
   returned: always
   type: list
+  sample: [{"avail_mem_before_load_gb": 46.69, "weights_gb": 25.43, "rest_gb": 14.25, "mamba_gb": 3.44,
+          "spec_reserve_gb": 13.76, "kv_gb": -2.95, "headroom_gb": 7.0, "draft_gb": 2.89,
+          "headroom_need_gb": 3.81, "index": 0, "name": "NVIDIA RTX A6000"}]
   elements: dict
 fixes:
   description: Changes that make SGLang start (outcome C(fits) or C(context_truncated)), least disruptive first,
@@ -296,6 +309,9 @@ fixes:
     listed under RV(ineffective), not here.
   returned: always
   type: list
+  sample: [{"change": {"max_running_requests": 32}, "max_total_num_tokens": 91234,
+          "outcome": "context_truncated",
+          "why": "the verify-state reservation and the mamba slots scale with running requests"}]
   elements: dict
 ineffective:
   description: Changes that do not make it start - better but still failing, and what operators often try that
@@ -303,6 +319,8 @@ ineffective:
     its result.
   returned: always
   type: list
+  sample: [{"change": {"mem_fraction_static": 0.92}, "max_total_num_tokens": 10406, "outcome": "headroom_oom",
+          "why": "a larger static fraction gives the pools more of the free memory (and the headroom less); still headroom_oom"}]
   elements: dict
 marginal:
   description:
@@ -320,6 +338,9 @@ explain:
   description: Lines a person reads, with a per-GPU bar chart of the budget.
   returned: always
   type: list
+  sample: ["Qwen3_5ForConditionalGeneration, tp_size=2, mem_fraction_static=0.85 (args)",
+          "Per GPU: 46.69 GiB free after CUDA/NCCL init (estimated); static budget 0.85 x 46.69 = 39.69 GiB; headroom 7.00 GiB",
+          "GPU 0 NVIDIA RTX A6000"]
   elements: str
 """
 

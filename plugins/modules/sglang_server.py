@@ -235,71 +235,91 @@ removed:
   description: With O(state=absent), the paths removed (in check mode, that would be removed); empty when none was there.
   returned: when O(state=absent)
   type: list
+  sample: ["/etc/systemd/system/sglang-sglang.service", "/etc/sglang/sglang.yaml"]
   elements: str
   version_added: 0.13.0
 pid:
   description: Process id of the server (of this launch, or the running one when unchanged).
   returned: when a process ran
   type: int
+  sample: 4121
 launch_id:
   description: Id of the marker written to the log before this launch.
   returned: when launched
   type: str
+  sample: 41a706607eb6
 phase:
   description: Last start-up phase reached (see M(gpuserve.sglang.sglang_log_facts)).
   returned: when launched
   type: str
+  sample: ready
 failure:
   description: The decisive failure (kind, message, rank, phase, traceback, hint, exit_code) or null.
   returned: always
   type: dict
+  sample: null
 facts:
   description: Numbers this launch logged (see M(gpuserve.sglang.sglang_log_facts)).
   returned: when launched
   type: dict
+  sample: {"avail_mem_before_load_gb": 46.62, "weights_gb": 25.91, "avail_mem_after_load_gb": 20.71,
+          "max_total_num_tokens": 91234}
 stale:
   description: True when the launch wrote nothing after its marker.
   returned: always
   type: bool
+  sample: false
 elapsed_s:
   description: Seconds from launch to the outcome.
   returned: when launched
   type: float
+  sample: 212.4
 detected_after_exit_s:
   description: Seconds between the process exit and this module noticing it.
   returned: when the process exited
   type: float
+  sample: null
 server_info:
   description: From C(/server_info) when ready, C(max_total_num_tokens), C(memory_usage) and the args as SGLang resolved them
     (C(context_length) and C(max_running_requests) are the resolved values, not null when left unset).
   returned: when ready
   type: dict
+  sample: {"max_total_num_tokens": 91234, "context_length": 262144, "max_running_requests": 32,
+          "version": "0.5.9"}
 plan_vs_actual:
   description: Predicted and real KV token capacity when O(plan_max_total_num_tokens) was given, their ratio, the
     tolerance and whether the ratio is within it (a warning says so when it is not).
   returned: when ready and a plan was given
   type: dict
+  sample: {"predicted_max_total_num_tokens": 91234, "actual_max_total_num_tokens": 91234, "ratio": 1.0,
+          "tolerance": 0.1, "within_tolerance": true}
 log_tail:
   description: Last lines of this launch's output (bounded).
   returned: when launched
   type: list
+  sample: ["[2026-12-06 21:30:14] The server is fired up and ready to roll!"]
   elements: str
 argv:
   description: The argv that was (or would be) launched.
   returned: always
   type: list
+  sample: ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server", "--tp-size", "2", "--host",
+          "127.0.0.1", "--port", "30000", "--model-path", "/srv/models/Qwen3.6-27B", "--config",
+          "/etc/sglang/sglang.yaml"]
   elements: str
 config_hash:
   description: Hash of argv, the non-secret environment, revision, and a salted digest of the secrets (never
     their values; the salt stays on the target).
   returned: always
   type: str
+  sample: 9c1d0e7a2b3f4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d
 restored:
   description: After a failed launch (O(restore)), the last good configuration put back, with C(status) (C(ready) when
     it serves again), C(argv), C(config_hash), the C(launch_id) of its new start and C(from_launch_id), the launch it was
     kept from.
   returned: when a launch failed and a last good configuration was put back
   type: dict
+  sample: null
 unit:
   description: The systemd unit (O(manager=systemd)).
   returned: manager is systemd
