@@ -19,8 +19,8 @@ __metaclass__ = type
 from .chart import explain
 from .model import (CUDA_CONTEXT_GIB, DRIVER_RESERVED_GIB, GIB, MIB, Model, NCCL_GIB, PlanError, ServerArgs,
                     WORKSPACE_GIB, _dtype_bytes, as_server_args)
-from .sizes import (_refusals, _validate, cell_size, kv_dtype_bytes, kv_layers, mamba_per_request, outside_static_gb,
-                    pp_layer_range, spec_params, static_rest_gb)
+from .sizes import (_refusals, _validate, cell_size, compute_capability_problem, kv_dtype_bytes, kv_layers,
+                    mamba_per_request, outside_static_gb, pp_layer_range, spec_params, static_rest_gb)
 from . import v059, v0523
 
 # each release's answers at the steps where the releases differ; _Sizing asks the launch's, chosen once
@@ -88,6 +88,9 @@ class _Sizing(object):
         a, tp, pp = _validate(model, self.gpus, rules.args(args))
         self.a, self.tp, self.pp = a, tp, pp
         self.used = self.gpus[:tp * pp]
+        problem = compute_capability_problem(self.used, a, rules.release)
+        if problem:
+            raise PlanError(problem)
         gpu_mem = min(float(g["memory_total_mib"]) for g in self.gpus)
         self.algo, self.steps, self.topk, self.draft_tokens = spec_params(model, a, rules)
         chunk_d, bs_d = rules.buckets(gpu_mem, tp)

@@ -112,6 +112,30 @@ def spec_params(model, args, rules):
     return algo, steps, topk, draft
 
 
+# the compute capabilities whose default attention backend attention_backend() models: Ampere (8.0, 8.6, 8.7) and
+# Ada (8.9). SGLang picks fa3 on Hopper (9.0) and trtllm_mha on Blackwell (10.0, 12.0) when none is given
+MODELLED_COMPUTE_CAPS = ("8.0", "8.6", "8.7", "8.9")
+
+
+def compute_capability_problem(gpus, args, release):
+    """None, or why the GPUs' compute capability (nvidia_gpu_facts' compute_cap, when the GPU list carries it) cannot
+    be planned with the default attention backend: an architecture whose default this planner does not model is
+    refused by name, not planned as Ampere (#61 item 4). With args.attention_backend given, any capability is planned
+    (SGLang uses that backend)."""
+    if as_server_args(args).attention_backend:
+        return None
+    for i, g in enumerate(gpus):
+        cap = g.get("compute_cap")
+        if cap is None or str(cap) in MODELLED_COMPUTE_CAPS:
+            continue
+        name = "%s (GPU %s)" % (g.get("name", "a GPU"), g.get("index", i))
+        return ("%s has compute capability %s: SGLang %s's default attention backend there is not the one this planner "
+                "models (Ampere and Ada: %s); set args.attention_backend (flashinfer or triton, or the backend "
+                "SGLang should use) and plan again; nothing was planned" % (name, cap, release,
+                                                                           ", ".join(MODELLED_COMPUTE_CAPS)))
+    return None
+
+
 def attention_backend(model, args):
     """The attention backend SGLang 0.5.9 picks when args.attention_backend is unset, on the GPUs this planner
     models (CUDA before Hopper: sm80/86/89): triton for MLA models and GPT-OSS, flashinfer for the others
