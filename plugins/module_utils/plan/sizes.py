@@ -129,10 +129,10 @@ def compute_capability_problem(gpus, args, release):
         if cap is None or str(cap) in MODELLED_COMPUTE_CAPS:
             continue
         name = "%s (GPU %s)" % (g.get("name", "a GPU"), g.get("index", i))
+        modelled = ", ".join(MODELLED_COMPUTE_CAPS)
         return ("%s has compute capability %s: SGLang %s's default attention backend there is not the one this planner "
                 "models (Ampere and Ada: %s); set args.attention_backend (flashinfer or triton, or the backend "
-                "SGLang should use) and plan again; nothing was planned" % (name, cap, release,
-                                                                           ", ".join(MODELLED_COMPUTE_CAPS)))
+                "SGLang should use) and plan again; nothing was planned" % (name, cap, release, modelled))
     return None
 
 
