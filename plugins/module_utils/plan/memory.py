@@ -364,6 +364,7 @@ def _weight_param_bytes(model, args):
 
 
 _RANK = ("fits", "context_truncated", "headroom_oom", "kv_pool_oom")
+_STARTS = _RANK[:2]        # the outcomes in which SGLang starts (a fix, and a plan the marginal check looks at)
 
 
 def _better(a, b):
@@ -395,7 +396,7 @@ def _fixes_for(config, gpus, args, measured, weights_bytes, base, same=None):
     # keep, per kind of change, the least disruptive variant that works (e.g. the smallest mfs raise)
     seen = set()
     out = []
-    works = ("fits", "context_truncated")
+    works = _STARTS
     still_failing = []
     for disruption, fix in sorted(fixes, key=lambda x: (x[1]["outcome"] not in works, x[0])):
         key = tuple(sorted(fix["change"]))
@@ -477,7 +478,7 @@ def _marginal(config, gpus, args, measured, weights_bytes, base, same, noise_mib
     """None, or why the plan is marginal: it works, but a second free-memory reading ``noise_mib`` lower (SGLang's
     readings before and after loading differ by that much) makes the launch die; with the smallest
     mem_fraction_static that stays working with twice that margin (``fix``; None when none up to 0.99 does)."""
-    works = ("fits", "context_truncated")
+    works = _STARTS
     if not noise_mib or noise_mib <= 0 or base["outcome"] not in works:
         return None
 
