@@ -227,3 +227,56 @@ def test_the_progress_line_prints_a_weight_that_rounds_to_zero_without_a_sign():
                                             "max_total_num_tokens": 8192}, 21.7)
     assert line == "phase ready after 21 s: weights 0.00 GiB, 20.05 GiB free after load, 8192 KV tokens"
     assert "weights 12.50 GiB" in watch.progress_message("load_weights", {"weights_gb": 12.5}, 3)
+
+
+# ---- systemd_start against a systemctl that behaves as systemd does for a stop: it returns once the old process has
+# gone, and that process logs while it goes (SGLang's shutdown; a rank's Gloo error when the group's other ranks go
+# at the same time - the multinode scenario's replicas, made from a running group, met this)
+FAKE_SYSTEMCTL = r'''#!/usr/bin/env python3
+import json, os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+state_path = os.path.join(here, "state.json")
+state = json.load(open(state_path))
+args = sys.argv[1:]
+state["calls"].append(args)
+def dies():       # the old process's last words, written before systemd's stop job ends
+    with open(state["log"], "a") as fh:
+        fh.write("RuntimeError: [gloo/transport/tcp/pair.cc:538] Read error [10.0.3.101]:46787: Connection reset by peer\n")
+        fh.write("SIGQUIT received. signum=None, frame=None. It usually means one child failed.\n")
+    state["active"] = False
+if args[0] in ("stop", "restart") and state["active"]:
+    dies()
+if args[0] in ("start", "restart"):
+    state["active"] = True
+if args[0] == "show":
+    print("MainPID=%d" % (4242 if state["active"] else 0))
+    print("ActiveState=%s" % ("active" if state["active"] else "inactive"))
+json.dump(state, open(state_path, "w"))
+'''
+
+
+def test_a_restart_writes_its_marker_after_the_old_process_has_gone_so_its_last_words_are_not_the_new_launchs(
+        tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "systemctl"
+    fake.write_text(FAKE_SYSTEMCTL)
+    fake.chmod(0o755)
+    log = tmp_path / "tiny.log"
+    log.write_text("# gpuserve launch aaaaaaaaaaaa at 2026-12-07 01:50:00 (systemd sglang-tiny.service)\nserving\n")
+    (bin_dir / "state.json").write_text(json.dumps({"active": True, "log": str(log), "calls": []}))
+    monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
+    pid, launch_id, offset, err = SP.systemd_start("sglang-tiny.service", str(log), restart=True)
+    assert err is None and pid == 4242 and launch_id
+    this_launch = log.read_bytes()[offset:].decode()
+    assert "Connection reset by peer" in log.read_text()           # the old process did log while it went ...
+    assert "Connection reset by peer" not in this_launch            # ... before this launch's marker
+    marker = log.read_text().splitlines()[-1]
+    assert marker.startswith("# gpuserve launch %s " % launch_id) and log.read_text().endswith(marker + "\n")
+    calls = [c[0] for c in json.loads((bin_dir / "state.json").read_text())["calls"]]
+    assert calls.index("stop") < calls.index("start") and "restart" not in calls
+    # a unit that is not running is started, not stopped first
+    (bin_dir / "state.json").write_text(json.dumps({"active": False, "log": str(log), "calls": []}))
+    pid, launch_id, offset, err = SP.systemd_start("sglang-tiny.service", str(log), restart=False)
+    assert err is None and pid == 4242
+    assert "stop" not in [c[0] for c in json.loads((bin_dir / "state.json").read_text())["calls"]]

@@ -82,12 +82,20 @@ def unit_show(unit):
 
 
 def systemd_start(unit, log_path, restart=True, wait=15.0):
-    """Append a launch marker to the unit's log, (re)start the unit; return (pid, launch_id, offset, error)."""
+    """(Re)start the unit with a launch marker in its log; return (pid, launch_id, offset, error). A running unit is
+    stopped first and the marker written after it has gone: a process logs while it stops (its shutdown, or a rank's
+    error when the group's other ranks go at the same time), and those words are the old launch's, never the new one's
+    (with the marker before ``systemctl restart`` they came after it, and a relaunch read the old process's Gloo error
+    as its own failure)."""
+    systemctl("daemon-reload")
+    if restart:
+        rc, _out, err = systemctl("stop", unit)
+        if rc != 0:
+            return None, None, None, "systemctl stop %s failed: %s" % (unit, err.strip())
     logf, launch_id, offset = _open_log_with_marker(log_path, " (systemd %s)" % unit)
     logf.close()
-    systemctl("daemon-reload")
     systemctl("reset-failed", unit)
-    rc, _out, err = systemctl("restart" if restart else "start", unit)
+    rc, _out, err = systemctl("start", unit)
     if rc != 0:
         info = unit_show(unit)
         if info.get("LoadState") == "not-found":
@@ -95,7 +103,7 @@ def systemd_start(unit, log_path, restart=True, wait=15.0):
         pid = int(info.get("ExecMainPID") or 0)
         if pid:
             return pid, launch_id, offset, None   # it ran and exited: the log says why
-        return None, launch_id, offset, "systemctl restart %s failed: %s (Result=%s, ExecMainStatus=%s)" % (
+        return None, launch_id, offset, "systemctl start %s failed: %s (Result=%s, ExecMainStatus=%s)" % (
             unit, err.strip(), info.get("Result"), info.get("ExecMainStatus"))
     end = time.time() + wait
     while True:
