@@ -286,20 +286,25 @@ def lxc_passthrough_access(opened, nodes):
     return pve_utils.passthrough_access(opened, list(nodes or []))
 
 
-def sglang_router_argv(host, port, policy, prometheus_host=None, prometheus_port=None, extra=None):
-    """The router's arguments without workers and key (module_utils.server.router router_argv)."""
+def sglang_router_argv(host, port, policy, prometheus_host=None, prometheus_port=None, extra=None, pd_prefill=None,
+                       pd_decode=None):
+    """The router's arguments without workers and key (module_utils.server.router router_argv); with ``pd_prefill``
+    and ``pd_decode``, PD mode's flags and servers."""
     from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
     try:
-        return server_utils.router_argv(host, port, policy, [], prometheus_host, prometheus_port, extra or {})
+        return server_utils.router_argv(host, port, policy, [], prometheus_host, prometheus_port, extra or {},
+                                        pd_prefill or [], pd_decode or [])
     except (server_utils.RouterError, TypeError, ValueError) as e:
         raise AnsibleFilterError("sglang_router_argv: %s" % e)
 
 
-def sglang_router_problems(host, port, policy, workers, extra=None, keyed=True, public_ok=False, prometheus_host=None):
+def sglang_router_problems(host, port, policy, workers, extra=None, keyed=True, public_ok=False, prometheus_host=None,
+                           pd_prefill=None, pd_decode=None):
     """What is wrong with the router's settings, each naming its sglang_router_ variable (module_utils.server.router)."""
     from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
-    return server_utils.router_problems(host, port, policy, workers, extra, "sglang_router_", bool(keyed),
-                                        bool(public_ok), prometheus_host)
+    return (server_utils.router_problems(host, port, policy, workers, extra, "sglang_router_", bool(keyed),
+                                         bool(public_ok), prometheus_host)
+            + server_utils.pd_problems(pd_prefill, pd_decode, workers, "sglang_router_"))
 
 
 def sglang_unit_value(value, name):

@@ -135,3 +135,39 @@ def test_the_launchers_secrets_are_the_collections():
     found = [ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
              and [getattr(x, "id", None) for x in n.targets] == ["SECRETS"]]
     assert found == [A.ROUTER_SECRETS]
+
+
+def test_pd_mode_from_the_collection_is_what_the_real_router_parses_and_its_launcher_takes(tmp_path):
+    """PD mode (#59 item 3): the argv the collection builds for two prefill servers (each with its bootstrap port) and
+    two decode servers is parsed by sglang-router 0.3.2's own parse_router_args to exactly those servers, and the
+    role's launcher takes --prefill and --decode once per server (append options: a repeat adds, it does not win)
+    while still refusing any other option given twice."""
+    prefill = [{"url": "http://10.0.3.100:30000/", "bootstrap_port": 8998}, {"url": "http://10.0.3.102:30000",
+                                                                             "bootstrap_port": 8999}]
+    decode = ["http://10.0.3.101:30000", "http://10.0.3.103:30000"]
+    argv = R.router_argv("127.0.0.1", 30080, "round_robin", [], extra={"health_check_interval_secs": 5},
+                         prefill=prefill, decode=decode)
+    code = ("import json, sys; from sglang_router.launch_router import parse_router_args; "
+            "a = parse_router_args(json.loads(sys.argv[1])); "
+            "print(json.dumps([a.pd_disaggregation, [list(p) for p in a.prefill_urls], a.decode_urls, a.worker_urls]))")
+    out = subprocess.run([ROUTER_PYTHON, "-c", code, json.dumps(argv)], capture_output=True, text=True, check=True,
+                         timeout=120)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [
+        True, [["http://10.0.3.100:30000", 8998], ["http://10.0.3.102:30000", 8999]], decode, []]
+    check = ("import json, runpy, sys; ns = runpy.run_path(sys.argv[2], run_name='launcher'); "
+             "print(json.dumps(ns['option_problem'](json.loads(sys.argv[1]))))")
+    for words, expected in ((argv, None),
+                            (argv + ["--policy", "random"], "--policy (policy) is given twice: the last would win")):
+        out = subprocess.run([ROUTER_PYTHON, "-c", check, json.dumps(words), LAUNCHER], capture_output=True,
+                             text=True, check=True, timeout=120)
+        assert json.loads(out.stdout.strip().splitlines()[-1]) == expected
+    # and the collection refuses what the router in PD mode cannot route, by name
+    with pytest.raises(R.RouterError, match="PD mode needs at least one of each"):
+        R.router_argv("127.0.0.1", 30080, "round_robin", [], prefill=prefill, decode=[])
+    with pytest.raises(R.RouterError, match="routes only its prefill and decode servers"):
+        R.router_argv("127.0.0.1", 30080, "round_robin", ["http://10.0.3.104:30000"], prefill=prefill, decode=decode)
+    # PD mode's flags are the role's: an extra arg cannot add a server or switch the mode on, by name or abbreviated
+    with pytest.raises(R.RouterError, match="extra 'prefill' is not a router flag in snake_case the role leaves"):
+        R.router_argv("127.0.0.1", 30080, "round_robin", [], extra={"prefill": ["http://10.0.3.105:30000"]})
+    with pytest.raises(R.RouterError, match="takes --pd-disagg as --pd-disaggregation"):
+        R.router_argv("127.0.0.1", 30080, "round_robin", ["http://10.0.3.104:30000"], extra={"pd_disagg": True})

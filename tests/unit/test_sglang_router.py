@@ -111,7 +111,8 @@ def test_router_problems_name_the_roles_variables_and_the_public_bind_rule():
                           {"api_key": "x"}, prefix="sglang_router_", keyed=False)
     assert p == ["sglang_router_workers: 127.0.0.1:30001 - expected http://<host>:<port>, e.g. http://10.0.0.21:30000",
                  "sglang_router_extra_args: extra 'api_key' is not a router flag in snake_case the role leaves to you "
-                 "(not host, port, policy, worker_urls, api_key, prometheus_host, prometheus_port)",
+                 "(not host, port, policy, worker_urls, api_key, prometheus_host, prometheus_port, pd_disaggregation, "
+                 "prefill, decode)",
                  "sglang_router_host=0.0.0.0 without sglang_router_api_key: anyone on the network could use the GPUs; "
                  "set sglang_router_api_key (the key of the replicas) or bind 127.0.0.1"]
     assert R.router_problems("127.0.0.1", 30080, "round_robin", [], keyed=False) == []
@@ -139,3 +140,35 @@ def test_a_router_value_that_would_be_a_flag_is_named_by_the_preflight_and_refus
                        .replace("[", r"\[").replace("+", r"\+")):
         R.router_argv(a["host"], a["port"], a["policy"], a["workers"], prometheus_host=a.get("prometheus_host"),
                       prometheus_port=29000 if a.get("prometheus_host") else None, extra=a.get("extra"))
+
+
+# ---- PD mode (#59 item 3): the prefill and decode servers behind one router
+
+PREFILL = [{"url": "http://10.0.3.100:30000", "bootstrap_port": 8998}]
+DECODE = ["http://10.0.3.101:30000"]
+
+
+def test_pd_mode_puts_each_prefill_with_its_bootstrap_port_and_each_decode_among_the_roles_own_flags():
+    argv = R.router_argv("127.0.0.1", 30080, "round_robin", [], extra={"health_check_interval_secs": 5},
+                         prefill=PREFILL + [{"url": "http://10.0.3.102:30000/", "bootstrap_port": "8999"}],
+                         decode=DECODE)
+    assert argv == ["--health-check-interval-secs", "5", "--host", "127.0.0.1", "--port", "30080", "--policy",
+                    "round_robin", "--pd-disaggregation", "--prefill", "http://10.0.3.100:30000", "8998", "--prefill",
+                    "http://10.0.3.102:30000", "8999", "--decode", "http://10.0.3.101:30000"]
+    assert "--pd-disaggregation" not in R.router_argv("127.0.0.1", 30080, "round_robin", DECODE)
+
+
+def test_pd_problems_name_each_setting_and_the_fix():
+    assert R.pd_problems(None, None) == [] and R.pd_problems(PREFILL, DECODE, prefix="sglang_router_") == []
+    one = R.pd_problems(PREFILL, [], prefix="sglang_router_")
+    assert one == ["sglang_router_pd_prefill (1) and sglang_router_pd_decode (0): PD mode needs at least one of each - "
+                   "a request is prefilled on one server and decoded on another"]
+    bad = R.pd_problems([{"url": "10.0.3.100:30000", "bootstrap_port": 70000}, "http://x:1"], ["ftp://y"])
+    assert any(p.startswith("pd_prefill[0]: '10.0.3.100:30000': expected http://<host>:<port>") for p in bad), bad
+    assert any(p.startswith("pd_prefill[0].bootstrap_port=70000: a TCP port") for p in bad), bad
+    assert any(p.startswith("pd_prefill[1]: a mapping {url, bootstrap_port}") for p in bad), bad
+    assert any(p.startswith("pd_decode[0]: 'ftp://y'") for p in bad), bad
+    twice = R.pd_problems(PREFILL, ["http://10.0.3.100:30000/"])
+    assert twice == ["pd_prefill/pd_decode: http://10.0.3.100:30000 named twice - a server is either prefill or decode"]
+    mixed = R.pd_problems(PREFILL, DECODE, ["http://10.0.3.104:30000"], "sglang_router_")
+    assert mixed and "give plain replicas a router of their own" in mixed[0]

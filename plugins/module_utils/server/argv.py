@@ -32,7 +32,8 @@ SECRET_ARGS = ("api_key", "admin_api_key", "ssl_keyfile_password", "hf_token", "
 SERVER_OWN = ("host", "port", "model_path", "config")
 # The router's (sglang-router 0.3.2, RouterArgs): what the role sets itself, and what is a secret (a key, a password,
 # a database URL that may carry one).
-ROUTER_OWN = ("host", "port", "policy", "worker_urls", "api_key", "prometheus_host", "prometheus_port")
+ROUTER_OWN = ("host", "port", "policy", "worker_urls", "api_key", "prometheus_host", "prometheus_port",
+              "pd_disaggregation", "prefill", "decode")
 ROUTER_SECRETS = ("api_key", "control_plane_api_keys", "oracle_password", "postgres_db_url", "redis_url")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _TABLES = {}

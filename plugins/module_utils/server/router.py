@@ -49,6 +49,46 @@ def normalize_url(url):
     return str(url).rstrip("/")
 
 
+def pd_problems(prefill, decode, workers=None, prefix=""):
+    """What is wrong with a prefill/decode set for the router's PD mode (sglang-router 0.3.2's
+    ``--pd-disaggregation``), each naming its setting (``prefix`` + ``pd_prefill``/``pd_decode``), or [].
+    ``prefill``: [{"url", "bootstrap_port"}] (the port SGLang's ``--disaggregation-bootstrap-port`` opens on that
+    server; the router hands it to the decode side with each request); ``decode``: [url]. Neither set means no PD
+    mode; one without the other routes nothing, and plain workers beside them are not routed in PD mode."""
+    prefill, decode = prefill or [], decode or []
+    if not prefill and not decode:
+        return []
+    problems = []
+    if not isinstance(prefill, (list, tuple)) or not isinstance(decode, (list, tuple)):
+        return ["%spd_prefill and %spd_decode: lists (of {url, bootstrap_port}, and of URLs)" % (prefix, prefix)]
+    if not prefill or not decode:
+        problems.append("%spd_prefill (%d) and %spd_decode (%d): PD mode needs at least one of each - a request is "
+                        "prefilled on one server and decoded on another" % (prefix, len(prefill), prefix, len(decode)))
+    for i, p in enumerate(prefill):
+        url = p.get("url") if isinstance(p, dict) else None
+        port = p.get("bootstrap_port") if isinstance(p, dict) else None
+        bad = worker_url_problem(url) if url is not None else "a mapping {url, bootstrap_port}"
+        if bad:
+            problems.append("%spd_prefill[%d]: %s" % (prefix, i, bad))
+        if not re.match(r"^[0-9]{1,5}$", str(port)) or not 0 < int(port) < 65536:
+            problems.append("%spd_prefill[%d].bootstrap_port=%r: a TCP port, 1-65535 (the prefill server's "
+                            "disaggregation bootstrap port, 8998 by SGLang's default)" % (prefix, i, port))
+    for i, url in enumerate(decode):
+        bad = worker_url_problem(url)
+        if bad:
+            problems.append("%spd_decode[%d]: %s" % (prefix, i, bad))
+    urls = [p.get("url") for p in prefill if isinstance(p, dict)] + list(decode)
+    twice = sorted(set(normalize_url(u) for u in urls if [normalize_url(x) for x in urls].count(normalize_url(u)) > 1))
+    if twice:
+        problems.append("%spd_prefill/%spd_decode: %s named twice - a server is either prefill or decode"
+                        % (prefix, prefix, ", ".join(twice)))
+    if workers:
+        problems.append("%sworkers (%s) beside %spd_prefill/%spd_decode: the router in PD mode routes only its "
+                        "prefill and decode servers; give plain replicas a router of their own"
+                        % (prefix, ", ".join(str(w) for w in workers), prefix, prefix))
+    return problems
+
+
 def router_problems(host, port, policy, workers, extra=None, prefix="", keyed=True, public_ok=False,
                     prometheus_host=None):
     """What is wrong with the router's settings, each naming its setting (``prefix`` + its name, e.g. the role's
@@ -92,12 +132,16 @@ def router_problems(host, port, policy, workers, extra=None, prefix="", keyed=Tr
     return problems
 
 
-def router_argv(host, port, policy, workers, prometheus_host=None, prometheus_port=None, extra=None):
+def router_argv(host, port, policy, workers, prometheus_host=None, prometheus_port=None, extra=None, prefill=None,
+                decode=None):
     """The router's command-line arguments (for ``parse_router_args``), without the key: a list of strings, the extra
     args first, the role's own flags after them (the launcher appends the workers' file and the key last).
     ``extra``: other router flags in snake_case (``health_check_interval_secs: 5`` -> ``--health-check-interval-secs
-    5``; ``true`` -> the bare flag, ``false``/None -> left out; a list -> the flag then each item)."""
+    5``; ``true`` -> the bare flag, ``false``/None -> left out; a list -> the flag then each item). ``prefill`` and
+    ``decode`` (``pd_problems``): PD mode - ``--pd-disaggregation``, ``--prefill URL BOOTSTRAP_PORT`` for each
+    prefill server and ``--decode URL`` for each decode server, among the role's own flags."""
     problems = router_problems(host, port, policy, workers, extra, prometheus_host=prometheus_host)
+    problems += pd_problems(prefill, decode, workers)
     if problems:
         raise RouterError("; ".join(problems))
     argv = []
@@ -116,6 +160,12 @@ def router_argv(host, port, policy, workers, prometheus_host=None, prometheus_po
     argv += ["--host", str(host), "--port", str(int(port)), "--policy", policy]
     if workers:
         argv += ["--worker-urls"] + [normalize_url(u) for u in workers]
+    if prefill or decode:
+        argv.append("--pd-disaggregation")
+        for p in prefill:
+            argv += ["--prefill", normalize_url(p["url"]), str(int(p["bootstrap_port"]))]
+        for url in decode:
+            argv += ["--decode", normalize_url(url)]
     if prometheus_port:
         argv += ["--prometheus-host", str(prometheus_host or "127.0.0.1"), "--prometheus-port", str(int(prometheus_port))]
     return argv
