@@ -10,6 +10,7 @@ a wrong key is named."""
 import json
 import os
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,6 +19,9 @@ import pytest
 
 from ansible_helpers import ROOT, STANDIN, descendants, kill_tree, run_module
 from local_hub import free_port
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
+from unit_helpers import load_module_util  # noqa: E402  pylint: disable=wrong-import-position
 
 M = "gpuserve.sglang.sglang_router_workers"
 ROUTER_PYTHON = os.path.join(ROOT, ".venv-router", "bin", "python")
@@ -199,3 +203,46 @@ def test_a_killed_replica_is_excluded_and_at_most_its_in_flight_requests_fail(la
     finally:
         w4["proc"].kill()
         run_module(M, args(lab, [w1["url"], w2["url"]], timeout=60))
+
+
+def test_pd_mode_from_the_roles_argv_routes_each_request_to_its_prefill_and_its_decode_server(tmp_path):
+    """PD mode (#59 item 3, the router's part): the role's argument builder (sglang_router_pd_prefill/_decode) and
+    launcher start the real router 0.3.2 with --pd-disaggregation in front of a prefill and a decode server (two
+    stand-ins, keyed); it lists them as such - the prefill with its bootstrap port - and sends one request to both,
+    answering with the key only. The status entry point's comparison (the module in check mode, with both URLs)
+    finds nothing to change. What the stand-ins cannot show - KV moved between them - is docs/scale-out.md's (the
+    real SGLang with Mooncake over TCP)."""
+    R = load_module_util("server.router")
+    prefill, decode = start_worker(tmp_path, "prefill"), start_worker(tmp_path, "decode")
+    port = free_port()
+    argv = R.router_argv("127.0.0.1", port, "round_robin", [], prometheus_port=free_port(),
+                         extra={"health_check_interval_secs": 2},
+                         prefill=[{"url": prefill["url"], "bootstrap_port": 8998}], decode=[decode["url"]])
+    (tmp_path / "args.json").write_text(json.dumps(argv))
+    (tmp_path / "workers.json").write_text("[]\n")               # the role's workers file in PD mode
+    key_file = tmp_path / "router.key"
+    key_file.write_text(KEY + "\n")
+    router = subprocess.Popen([ROUTER_PYTHON, LAUNCHER, "--args", str(tmp_path / "args.json"), "--workers",
+                               str(tmp_path / "workers.json"), "--key-file", str(key_file)],
+                              stdout=open(str(tmp_path / "router.log"), "w"), stderr=subprocess.STDOUT)
+    try:
+        wait(lambda: http(port, "/health")[0] == 200, "the router")
+        wait(lambda: all(w["is_healthy"] for w in json.loads(http(port, "/workers", key=KEY)[1])["workers"]),
+             "the router's prefill and decode servers")
+        doc = json.loads(http(port, "/workers", key=KEY)[1])
+        assert doc["stats"] == {"prefill_count": 1, "decode_count": 1, "regular_count": 0}
+        kinds = sorted((w["worker_type"], w["url"], w.get("bootstrap_port")) for w in doc["workers"])
+        assert kinds == [("decode", decode["url"], None), ("prefill", prefill["url"], 8998)]
+        assert http(port, "/generate", "POST", {"text": "hi"})[0] == 401
+        status, body = http(port, "/generate", "POST", {"text": "hi", "sampling_params": {"max_new_tokens": 4}},
+                            key=KEY)
+        assert status == 200 and json.loads(body)["meta_info"]["completion_tokens"] == 4
+        assert (served(prefill), served(decode)) == (1, 1)          # one request: prefilled there, decoded here
+        look = run_module(M, {"url": "http://127.0.0.1:%d" % port, "api_key_file": str(key_file),
+                              "workers": [prefill["url"], decode["url"]]}, check=True)
+        assert look["changed"] is False and not look["added"] and not look["removed"], look
+    finally:
+        kill_tree(router)
+        for w in (prefill, decode):
+            w["proc"].kill()
+            w["proc"].wait()
