@@ -298,6 +298,20 @@ def sglang_router_argv(host, port, policy, prometheus_host=None, prometheus_port
         raise AnsibleFilterError("sglang_router_argv: %s" % e)
 
 
+def sglang_disaggregation_problems(mode, backend="mooncake", bootstrap_port=8998, args=None, release=None):
+    """What is wrong with a server's prefill/decode settings, each naming its sglang_server_ variable
+    (module_utils.server.argv disaggregation_problems)."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
+    return server_utils.disaggregation_problems(mode, backend, bootstrap_port, args if isinstance(args, dict) else {},
+                                                release)
+
+
+def sglang_disaggregation_args(mode, backend="mooncake", bootstrap_port=8998):
+    """The args a prefill or decode server gets from the role ({} for a plain server)."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
+    return server_utils.disaggregation_args(mode, backend, bootstrap_port)
+
+
 def sglang_router_problems(host, port, policy, workers, extra=None, keyed=True, public_ok=False, prometheus_host=None,
                            pd_prefill=None, pd_decode=None):
     """What is wrong with the router's settings, each naming its sglang_router_ variable (module_utils.server.router)."""
@@ -350,5 +364,7 @@ class FilterModule(object):
                 "nvidia_gpus_problem": nvidia_gpus_problem,
                 "lxc_passthrough_access": lxc_passthrough_access, "sglang_router_argv": sglang_router_argv,
                 "sglang_router_problems": sglang_router_problems, "path_entries": path_entries,
+                "sglang_disaggregation_problems": sglang_disaggregation_problems,
+                "sglang_disaggregation_args": sglang_disaggregation_args,
                 "gpuserve_secret_problem": gpuserve_secret_problem, "sglang_unit_value": sglang_unit_value,
                 "sglang_unit_problems": sglang_unit_problems}

@@ -55,6 +55,17 @@ CASES = [
     # #42 item 8: short keys and tokens
     ("server-short-key", "sglang_server", dict(SERVER, sglang_server_api_key="k"),
      r"sglang_server_api_key is 1 characters long: use at least 16 .*\(nothing was changed\)"),
+    # #59 item 3: prefill/decode - a backend that moves no KV, an arg reaching the role's own PD flags (abbreviated)
+    ("server-pd-fake", "sglang_server", dict(SERVER, sglang_server_disaggregation_mode="prefill",
+                                             sglang_server_disaggregation_transfer_backend="fake"),
+     r"sglang_server_disaggregation_transfer_backend=fake moves no KV .* \(nothing was changed\)"),
+    # (an abbreviation is refused before, as every arg's is: "give an option's full name")
+    ("server-pd-arg", "sglang_server", dict(SERVER, sglang_server_args={"disaggregation_transfer_backend": "fake"}),
+     r"sglang_server_args\.disaggregation_transfer_backend: SGLang 0\.5\.9's parser takes "
+     r"--disaggregation-transfer-backend: prefill/decode is the role's - set "
+     r"sglang_server_disaggregation_transfer_backend \(nothing was changed\)"),
+    ("router-pd-half", "sglang_router", {"sglang_router_workers": [], "sglang_router_pd_decode": ["http://10.0.3.101:30000"]},
+     r"sglang_router_pd_prefill \(0\) and sglang_router_pd_decode \(1\): PD mode needs at least one of each"),
     ("router-short-key", "sglang_router", {"sglang_router_api_key": "short-key", "sglang_router_workers": []},
      r"sglang_router_api_key is 9 characters long: use at least 16"),
     ("router-smuggle", "sglang_router",

@@ -255,3 +255,35 @@ def test_a_number_given_as_text_on_the_command_line_is_taken():
     assert A.numeric_args({"port": "22", "mem_fraction_static": "0.85", "served_model_name": "7", "tp_size": "2x"}) == {
         "port": 22, "mem_fraction_static": 0.85, "served_model_name": "7", "tp_size": "2x"}
     assert "args.tp_size='2x': must be a whole number" in A.validate_args({"tp_size": "2x"})[0]
+
+
+# ---- prefill/decode (#59 item 3): the role's three settings, and the operator's args kept off them
+
+def test_disaggregation_settings_are_checked_and_named_by_their_variables():
+    P = A.disaggregation_problems
+    assert P("", "fake", "x") == [] and P(None, None, None) == []            # a plain server: nothing to check
+    assert P("prefill", "mooncake", 8998) == [] and P("decode", "nixl", "8998", {"tp_size": 2}) == []
+    assert P("prefill", "mooncake_tcp", 8998, release="0.5.23") == []
+    assert P("middle", "mooncake", 8998) == [
+        "sglang_server_disaggregation_mode='middle': prefill, decode, or empty (a plain server)"]
+    fake = P("prefill", "fake", 8998)
+    assert len(fake) == 1 and fake[0].startswith("sglang_server_disaggregation_transfer_backend=fake moves no KV")
+    assert P("decode", "mooncake_tcp", 8998, release="0.5.9") == [
+        "sglang_server_disaggregation_transfer_backend='mooncake_tcp': one of mooncake, nixl, ascend, mori (SGLang 0.5.9)"]
+    assert P("prefill", "mooncake", 0)[0].startswith("sglang_server_disaggregation_bootstrap_port=0: a TCP port")
+
+
+def test_the_operators_args_cannot_reach_the_flags_the_role_sets_for_prefill_and_decode():
+    """Also abbreviated: SGLang's parser takes --disaggregation-m for --disaggregation-mode (its only option so)."""
+    found = A.disaggregation_problems("", "mooncake", 8998, {"disaggregation_m": "prefill", "tp_size": 2,
+                                                             "disaggregation_transfer_backend": "fake"}, "0.5.9")
+    assert found == [
+        "sglang_server_args.disaggregation_m: SGLang 0.5.9's parser takes --disaggregation-m as --disaggregation-mode: "
+        "prefill/decode is the role's - set sglang_server_disaggregation_mode",
+        "sglang_server_args.disaggregation_transfer_backend: SGLang 0.5.9's parser takes "
+        "--disaggregation-transfer-backend: prefill/decode is the role's - set "
+        "sglang_server_disaggregation_transfer_backend"]
+    assert A.disaggregation_args("", "mooncake", 8998) == {}
+    assert A.disaggregation_args("decode", "mooncake", "8998") == {
+        "disaggregation_mode": "decode", "disaggregation_transfer_backend": "mooncake",
+        "disaggregation_bootstrap_port": 8998}

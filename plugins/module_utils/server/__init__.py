@@ -12,8 +12,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from .argv import (ArgvError, SECRET_ARGS, args_from_argv, config_text, control_problems, helper_rank, is_loopback,
-                   local_url, name_problems, numeric_args, secret_names, server_argv, unit_name_problems, unit_value, validate_args)
+from .argv import (ArgvError, SECRET_ARGS, args_from_argv, config_text, control_problems, disaggregation_args,
+                   disaggregation_problems, helper_rank, is_loopback, local_url, name_problems, numeric_args, secret_names, server_argv, unit_name_problems, unit_value, validate_args)
 from .process import (config_hash, failure_message, http_get, keep_running, launch, load_salt, owned_by, pid_alive,
                       plan_vs_actual, port_conflict, port_in_use_failure, port_owner, secret_digest, stop,
                       write_secret_config, write_state)
@@ -34,7 +34,7 @@ __all__ = (
     "ARGUMENT_SPEC", "BENCH_ARGUMENT_SPEC", "BenchFailed", "BenchRun", "bench_argv", "bench_record_path", "bench_summary",
     "parse_bench", "ArgvError", "LastGood", "NAMESPACING", "PLAN_METRICS", "REQUIRED_IF", "RouterClient",
     "RouterError", "SECRET_ARGS", "ServerFailed", "ServerManager", "args_from_argv", "check_args", "config_hash",
-    "config_text", "connect", "control_problems", "dist_init_addr", "environment_file", "exec_failure",
+    "config_text", "connect", "control_problems", "disaggregation_args", "disaggregation_problems", "dist_init_addr", "environment_file", "exec_failure",
     "failure_message", "group_layout", "group_status", "helper_rank", "http_get", "interface_to", "is_loopback",
     "keep_running", "launch", "launch_facts", "listen", "load_salt", "local_url", "manifest_digest", "name_problems", "normalize_url", "numeric_args",
     "owned_by", "pd_problems", "pid_alive", "plan_metrics", "plan_vs_actual", "scrape_targets", "port_conflict", "port_in_use_failure", "port_owner",

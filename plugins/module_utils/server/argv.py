@@ -227,6 +227,60 @@ def name_problems(names, program="server", release=None, prefix="args."):
     return problems
 
 
+# Prefill/decode disaggregation (--disaggregation-transfer-backend): the backends each release's ServerArgs offers
+# (0.5.9 server_args.py; 0.5.23 adds mooncake_tcp, which sets MC_FORCE_TCP=1 itself). "fake" moves no KV: 0.5.9 skips
+# the transfer ("For warmup reqs, we don't kv transfer") and its decode side appends a zeroed first token; 0.5.23
+# refuses it for a prefill server. The role's own names for the three flags it sets.
+TRANSFER_BACKENDS = {"0.5.9": ("mooncake", "nixl", "ascend", "fake", "mori"),
+                     "0.5.23": ("mooncake", "mooncake_tcp", "nixl", "ascend", "fake", "mori")}
+DISAGGREGATION_OWN = {"disaggregation_mode": "sglang_server_disaggregation_mode",
+                      "disaggregation_transfer_backend": "sglang_server_disaggregation_transfer_backend",
+                      "disaggregation_bootstrap_port": "sglang_server_disaggregation_bootstrap_port"}
+
+
+def disaggregation_problems(mode, backend, bootstrap_port, args=None, release=None, prefix="sglang_server_"):
+    """What is wrong with a server's prefill/decode settings (the role's ``disaggregation_mode``,
+    ``_transfer_backend``, ``_bootstrap_port``), each naming its variable, or []. ``args``: the operator's args, none
+    of which may reach one of the three flags the role sets, by its name or as a prefix SGLang's parser takes for it
+    (``release``'s table, or every known release's)."""
+    problems = []
+    tables = [release] if release in _SERVER_OPTIONS else sorted(_SERVER_OPTIONS, key=_version)
+    for key in sorted(args or (), key=str):
+        flag = "--" + str(key).replace("_", "-")
+        for r in tables:
+            dest, option = resolve_option(flag, option_table("server", r))
+            if dest in DISAGGREGATION_OWN:
+                problems.append("%sargs.%s: SGLang %s's parser takes %s%s: prefill/decode is the role's - set %s"
+                                % (prefix, key, r, flag, "" if option == flag else " as %s" % option,
+                                   DISAGGREGATION_OWN[dest]))
+                break
+    if mode in (None, ""):
+        return problems
+    if mode not in ("prefill", "decode"):
+        return problems + ["%sdisaggregation_mode=%r: prefill, decode, or empty (a plain server)" % (prefix, mode)]
+    known = TRANSFER_BACKENDS.get(release) or tuple(sorted(set(b for r in TRANSFER_BACKENDS.values() for b in r)))
+    if backend == "fake":
+        problems.append("%sdisaggregation_transfer_backend=fake moves no KV (SGLang skips the transfer and the decode "
+                        "server starts from a zeroed token): use mooncake (mooncake-transfer-engine in the venv; "
+                        "MC_FORCE_TCP=1 where there is no RDMA) or nixl" % prefix)
+    elif backend not in known:
+        problems.append("%sdisaggregation_transfer_backend=%r: one of %s%s" % (
+            prefix, backend, ", ".join(b for b in known if b != "fake"),
+            " (SGLang %s)" % release if release in TRANSFER_BACKENDS else ""))
+    if not re.match(r"^[0-9]{1,5}$", str(bootstrap_port)) or not 0 < int(bootstrap_port) < 65536:
+        problems.append("%sdisaggregation_bootstrap_port=%r: a TCP port, 1-65535 (8998 is SGLang's default; the "
+                        "router names it with each prefill server)" % (prefix, bootstrap_port))
+    return problems
+
+
+def disaggregation_args(mode, backend, bootstrap_port):
+    """The args the role adds for a prefill or decode server ({} for a plain one)."""
+    if not mode:
+        return {}
+    return {"disaggregation_mode": mode, "disaggregation_transfer_backend": backend,
+            "disaggregation_bootstrap_port": int(bootstrap_port)}
+
+
 def secret_names(names, program="server"):
     """The names among ``names`` that any known release's parser takes as a secret (exactly or as a prefix)."""
     tables = _SERVER_OPTIONS if program == "server" else _ROUTER_OPTIONS
