@@ -76,6 +76,32 @@ def test_the_router_is_given_rank_0_of_a_group_not_its_other_ranks(tmp_path):
     assert "REPLICAS ct100,ct129 URLS http://127.0.0.1:30000,http://10.0.3.129:30000" in p.stdout
 
 
+def test_prefill_and_decode_servers_are_the_routers_in_pd_mode_not_plain_replicas(tmp_path):
+    """#59 item 3: containers with sglang_server_disaggregation_mode are handed to the router as PD mode's prefill
+    (with each one's bootstrap port) and decode servers - what deploy.yml's and status.yml's router plays pass as
+    sglang_router_pd_prefill / _pd_decode - and are no plain replicas; a plain container stays one (the router's
+    preflight then refuses the mix, naming it)."""
+    play = tmp_path / "pd.yml"
+    play.write_text(yaml.safe_dump([{
+        "name": "The replicas", "hosts": "localhost", "gather_facts": False,
+        "vars_files": [os.path.join(ROOT, "playbooks", "vars", f) for f in ("containers.yml", "replicas.yml")],
+        "tasks": [{"name": "Show them", "ansible.builtin.debug": {
+            "msg": "URLS {{ gpuserve_replica_urls | join(',') }} PREFILL {% for p in gpuserve_pd_prefill %}{{ p.url }} "
+                   "port {{ p.bootstrap_port }} (int: {{ p.bootstrap_port is integer }}) {% endfor %}"
+                   "DECODE {{ gpuserve_pd_decode | join(',') }}"}}]}]))
+    hosts = {"ct1": {"sglang_server_disaggregation_mode": "prefill", "sglang_server_url": "http://10.0.0.1:30000/",
+                     "sglang_server_disaggregation_bootstrap_port": 9000},
+             "ct2": {"sglang_server_disaggregation_mode": "decode", "sglang_server_url": "http://10.0.0.2:30000"},
+             "ct3": {"sglang_server_url": "http://10.0.0.3:30000"}}
+    path = tmp_path / "hosts-pd.yml"
+    path.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {"ansible_connection": "local"}},
+                                            "children": {"sglang_containers": {"hosts": hosts}}}}))
+    p = ansible_playbook("-i", str(path), str(play))
+    assert p.returncode == 0, p.stdout
+    assert ("URLS http://10.0.0.3:30000 PREFILL http://10.0.0.1:30000 port 9000 (int: True) "
+            "DECODE http://10.0.0.2:30000") in " ".join(p.stdout.split()), p.stdout[-2000:]
+
+
 def test_the_refusal_names_the_ranks_in_rank_order(tmp_path):
     inv = yaml.safe_load(open(inventory(tmp_path)))
     hosts = inv["all"]["children"]["sglang_containers"]["hosts"]
