@@ -207,3 +207,33 @@ def test_a_unix_group_set_under_its_name_before_0_13_is_still_read_and_said(tmp_
     assert group == ["gpu"] and "[DEPRECATED] %s " % old not in out
     out, group = run({"gpuserve_service_unix_group": "ops"})
     assert group == ["ops"] and "[DEPRECATED]" not in out
+
+
+def test_a_prefill_server_whose_venv_cannot_import_its_transfer_engine_is_refused_before_anything_changes(tmp_path):
+    """#59 item 3: a prefill server on the mooncake backend, with an interpreter that has no Mooncake (this test's
+    own, a real CPython): refused by the role's import of mooncake.engine - naming the package and libibverbs1, with
+    Python's own words - before any file is written; a plain server with the same interpreter is not asked."""
+    import shutil  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    model = tmp_path / "model"
+    model.mkdir()
+    shutil.copy(os.path.join(ROOT, "tests", "fixtures", "model_configs", "llama-3.1-8b.json"), str(model / "config.json"))
+    server = {"sglang_server_python": sys.executable, "sglang_server_model_path": str(model), "sglang_server_plan": False,
+              "sglang_server_env_dir": str(tmp_path / "env"), "sglang_server_disaggregation_mode": "prefill"}
+    plays = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
+        {"name": "the server", "ansible.builtin.include_role": {"name": "gpuserve.sglang.sglang_server",
+                                                               "tasks_from": "preflight"}, "vars": server}]}]
+    p = run_playbook(plays, tmp_path)
+    out = " ".join(p.stdout.split())
+    assert p.returncode != 0
+    assert ("localhost: sglang_server_disaggregation_transfer_backend=mooncake needs mooncake.engine in the venv, and %s "
+            "cannot import it: ModuleNotFoundError: No module named 'mooncake'." % sys.executable) in out, out[-3000:]
+    assert "libibverbs1 in the container" in out and "Nothing was changed." in out
+    assert "TASK [gpuserve.sglang.sglang_server : The transfer engine is there]" in p.stdout
+    assert not (tmp_path / "env").exists()
+    plain = run_playbook([dict(plays[0], tasks=[dict(plays[0]["tasks"][0], vars=dict(
+        server, sglang_server_disaggregation_mode=""))])], tmp_path)
+    assert recap(plain.stdout)["failed"] == 0, plain.stdout[-3000:]
+    lines = [line for line in plain.stdout.splitlines() if line.strip()]
+    at = [i for i, line in enumerate(lines) if "The KV transfer engine imports in the venv" in line]
+    assert at and lines[at[0] + 1].startswith("skipping: [localhost]"), plain.stdout[-3000:]
