@@ -221,8 +221,8 @@ def test_a_prefill_server_whose_venv_cannot_import_its_transfer_engine_is_refuse
     server = {"sglang_server_python": sys.executable, "sglang_server_model_path": str(model), "sglang_server_plan": False,
               "sglang_server_env_dir": str(tmp_path / "env"), "sglang_server_disaggregation_mode": "prefill"}
     plays = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
-        {"name": "the server", "ansible.builtin.include_role": {"name": "gpuserve.sglang.sglang_server",
-                                                               "tasks_from": "preflight"}, "vars": server}]}]
+        {"name": "the server", "vars": server,
+         "ansible.builtin.include_role": {"name": "gpuserve.sglang.sglang_server", "tasks_from": "preflight"}}]}]
     p = run_playbook(plays, tmp_path)
     out = " ".join(p.stdout.split())
     assert p.returncode != 0

@@ -13,7 +13,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from .argv import (ArgvError, SECRET_ARGS, args_from_argv, config_text, control_problems, disaggregation_args,
-                   disaggregation_problems, helper_rank, is_loopback, local_url, name_problems, numeric_args, secret_names, server_argv, unit_name_problems, unit_value, validate_args)
+                   disaggregation_problems, helper_rank, is_loopback, local_url, name_problems, numeric_args, secret_names,
+                   server_argv, unit_name_problems, unit_value, validate_args)
 from .process import (config_hash, failure_message, http_get, keep_running, launch, load_salt, owned_by, pid_alive,
                       plan_vs_actual, port_conflict, port_in_use_failure, port_owner, secret_digest, stop,
                       write_secret_config, write_state)
