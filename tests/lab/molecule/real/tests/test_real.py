@@ -326,8 +326,8 @@ def test_the_seeds_error_for_real_named_restored_and_diagnosed(host):
     With --device cpu the free memory is the machine's, read twice by SGLang: at a fraction of 0.0001 the pool has
     about 2 MiB, and the server dies when the machine's free memory dropped by more between the two readings (its own
     tokenizer and detokenizer importing: 20-55 MiB here). On a machine whose other work frees memory at that moment the
-    pool fits and the server starts (or dies at warm-up): then the next of three slightly different fractions is
-    launched (each a new configuration), and the profile's own configuration is put back at the end."""
+    pool fits and the server starts (or dies at warm-up): then the profile's own configuration is launched again (the
+    one to put back) and the next of three slightly different fractions is launched (each a new configuration)."""
     pid = ct(host, "systemctl", "show", "-p", "MainPID", "--value", UNIT)
     tries = []
     try:
@@ -341,6 +341,10 @@ def test_the_seeds_error_for_real_named_restored_and_diagnosed(host):
             if p.returncode != 0 and "kv_pool_oom in phase memory_pool" in said(p):
                 break
             assert p.returncode == 0 or "warmup_failed in phase warmup" in said(p), said(p)[-3000:]
+            if p.returncode == 0:
+                # it started, and is now the last good configuration: the next fraction's failure would put back this
+                # one (about 2 MiB of pool, which may die in its turn) - the profile's own configuration first again
+                assert relaunch(ARGS).returncode == 0
         assert p.returncode != 0, "three launches at fractions of about 0.0001 never died of the pool error: %s" % (
             said(p)[-2000:])
         assert ("SGLang failed to start: kv_pool_oom in phase memory_pool: Not enough memory. Please try to increase "
