@@ -238,6 +238,11 @@ DISAGGREGATION_OWN = {"disaggregation_mode": "sglang_server_disaggregation_mode"
                       "disaggregation_bootstrap_port": "sglang_server_disaggregation_bootstrap_port"}
 
 
+def is_port(value):
+    """Whether ``value`` (a number or its digits as text) is a TCP port, 1-65535."""
+    return bool(re.match(r"^[0-9]{1,5}$", str(value))) and 0 < int(value) < 65536
+
+
 def disaggregation_problems(mode, backend, bootstrap_port, args=None, release=None, prefix="sglang_server_"):
     """What is wrong with a server's prefill/decode settings (the role's ``disaggregation_mode``,
     ``_transfer_backend``, ``_bootstrap_port``), each naming its variable, or []. ``args``: the operator's args, none
@@ -267,7 +272,7 @@ def disaggregation_problems(mode, backend, bootstrap_port, args=None, release=No
         problems.append("%sdisaggregation_transfer_backend=%r: one of %s%s" % (
             prefix, backend, ", ".join(b for b in known if b != "fake"),
             " (SGLang %s)" % release if release in TRANSFER_BACKENDS else ""))
-    if not re.match(r"^[0-9]{1,5}$", str(bootstrap_port)) or not 0 < int(bootstrap_port) < 65536:
+    if not is_port(bootstrap_port):
         problems.append("%sdisaggregation_bootstrap_port=%r: a TCP port, 1-65535 (8998 is SGLang's default; the "
                         "router names it with each prefill server)" % (prefix, bootstrap_port))
     return problems

@@ -26,7 +26,7 @@ import time
 from http.client import HTTPConnection, HTTPException, HTTPSConnection
 from urllib.parse import quote, urlsplit
 
-from .argv import ROUTER_OWN, is_loopback, name_problems, value_problems, word_problem
+from .argv import ROUTER_OWN, is_loopback, is_port, name_problems, value_problems, word_problem
 
 POLICIES = ("cache_aware", "round_robin", "power_of_two", "random")
 ROUTER_RELEASE = "0.3.2"    # the router the role's lock installs (roles/sglang_router/files/locks)
@@ -70,7 +70,7 @@ def pd_problems(prefill, decode, workers=None, prefix=""):
         bad = worker_url_problem(url) if url is not None else "a mapping {url, bootstrap_port}"
         if bad:
             problems.append("%spd_prefill[%d]: %s" % (prefix, i, bad))
-        if not re.match(r"^[0-9]{1,5}$", str(port)) or not 0 < int(port) < 65536:
+        if not is_port(port):
             problems.append("%spd_prefill[%d].bootstrap_port=%r: a TCP port, 1-65535 (the prefill server's "
                             "disaggregation bootstrap port, 8998 by SGLang's default)" % (prefix, i, port))
     for i, url in enumerate(decode):
@@ -104,7 +104,7 @@ def router_problems(host, port, policy, workers, extra=None, prefix="", keyed=Tr
             problems.append(problem)
     if policy not in POLICIES:
         problems.append("%spolicy=%r: one of %s" % (prefix, policy, ", ".join(POLICIES)))
-    if not re.match(r"^[0-9]{1,5}$", str(port)) or not 0 < int(port) < 65536:
+    if not is_port(port):
         problems.append("%sport=%s: a TCP port, 1-65535" % (prefix, port))
     if not isinstance(workers, (list, tuple)):
         problems.append("%sworkers=%r: a list of http://<host>:<port>" % (prefix, workers))
