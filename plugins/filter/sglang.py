@@ -158,6 +158,13 @@ def sglang_group_mismatches(ranks, group):
     return server_utils.rank_mismatches(group, ranks)
 
 
+def sglang_pd_mismatches(servers):
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
+    if not isinstance(servers, list) or not all(isinstance(s, dict) and "name" in s and "mode" in s for s in servers):
+        raise AnsibleFilterError("sglang_pd_mismatches: expected [{name, mode, facts}] of the prefill and decode servers")
+    return server_utils.pd_mismatches(servers)
+
+
 def sglang_manifest_digest(manifest):
     from ansible_collections.gpuserve.sglang.plugins.module_utils import server as server_utils
     return server_utils.manifest_digest(manifest)
@@ -355,7 +362,8 @@ class FilterModule(object):
                 "sglang_local_url": sglang_local_url, "sglang_server_groups": sglang_server_groups,
                 "sglang_replica_hosts": sglang_replica_hosts, "sglang_group_restart": sglang_group_restart,
                 "sglang_group_status": sglang_group_status, "sglang_scrape_targets": sglang_scrape_targets,
-                "sglang_group_mismatches": sglang_group_mismatches, "sglang_manifest_digest": sglang_manifest_digest,
+                "sglang_group_mismatches": sglang_group_mismatches,
+                "sglang_pd_mismatches": sglang_pd_mismatches, "sglang_manifest_digest": sglang_manifest_digest,
                 "sglang_args_from_argv": sglang_args_from_argv,
                 "uv_lock_pins": uv_lock_pins, "flash_attn_wheel_problems": flash_attn_wheel_problems,
                 "cuda_driver_check": cuda_driver_check, "lock_wheels_check": lock_wheels_check,

@@ -80,10 +80,14 @@ options:
     default: []
   extra_requirements:
     description:
-      - A requirements file on the target whose every requirement carries C(--hash=sha256:...), installed last without
-        dependencies, constrained by the lock, with C(--require-hashes) - for a source distribution the lock does not
-        hold (flash-attn built from source). Its content is part of the build id.
-    type: path
+      - Requirements files on the target whose every requirement carries C(--hash=sha256:...), installed last without
+        dependencies, constrained by the lock, with C(--require-hashes) - for what the lock does not hold (flash-attn
+        built from source, a transfer engine's wheels for prefill/decode disaggregation). Their content is part of the
+        build id.
+      - Before 0.20.0 one path; one path is still taken (a list of one).
+    type: list
+    elements: path
+    default: []
     version_added: 0.8.0
   no_build_isolation:
     description: Packages built without build isolation (C(flash-attn) built from source needs the venv's torch).

@@ -87,9 +87,10 @@ case "$mode" in
       fi
       echo "lock: $name.lock resolves unchanged ($(grep -cE '^[a-z0-9]' "$dir/$name.lock") pins)"
     done
-    # the hash-pinned files outside a lock (flash-attn's sdist, built from source; the uv releases of the uv floor test):
-    # each pinned sha256 must be one the index states for a file of that name and version
-    for req in $(for d in "${dirs[@]}"; do ls "$d"/flash-attn-*.txt "$d"/uv-floor.txt 2>/dev/null; done); do
+    # the hash-pinned files outside a lock (flash-attn's sdist, built from source; Mooncake's transfer engine and
+    # msgpack, for prefill/decode; the uv releases of the uv floor test): each pinned sha256 must be one the index
+    # states for a file of that name and version
+    for req in $(for d in "${dirs[@]}"; do ls "$d"/flash-attn-*.txt "$d"/mooncake-*.txt "$d"/uv-floor.txt 2>/dev/null; done); do
       python3 - "$req" "${UV_INDEX_URL:-https://pypi.org/simple}" <<'PY'
 import json, re, sys, urllib.request
 req, index = sys.argv[1], sys.argv[2].rstrip("/")

@@ -126,3 +126,37 @@ def test_a_rank_0_address_that_is_not_its_own_is_named(tmp_path):
     out = p.stdout
     assert "rank-b (rank 1 of group qwen) cannot reach rank 0's rendezvous 192.0.2.1:" in out, out[-3000:]
     assert "Open TCP port" in out and "Nothing was launched." in out
+
+
+def test_a_decode_server_on_another_model_revision_is_refused_before_any_server_of_the_pair_launches(tmp_path):
+    """#59 item 3: deploy.yml's prefill/decode check (tag pd), as the group's: a decode server whose model is another
+    revision than its prefill server's is refused by name, both values shown, with nothing launched; with one revision
+    the pair passes, and a plain server beside it is not asked."""
+    path = inventory(tmp_path, "127.0.0.1", free_port(), ["1" * 40, "1" * 40])
+    inv = yaml.safe_load(open(path))
+    hosts = inv["all"]["children"]["sglang_containers"]["hosts"]
+    for name, mode in (("rank-a", "prefill"), ("rank-b", "decode")):
+        hosts[name].pop("sglang_server_group")
+        hosts[name]["sglang_server_disaggregation_mode"] = mode
+    plain = dict(hosts["rank-a"], sglang_server_model_path="/nonexistent", proxmox_vmid=131)
+    plain.pop("sglang_server_disaggregation_mode")
+    hosts["plain"] = plain
+    model_b = hosts["rank-b"]["sglang_server_model_path"] + "/.gpuserve-snapshot.json"
+    with open(model_b) as fh:
+        manifest = json.load(fh)
+    with open(model_b, "w") as fh:
+        json.dump(dict(manifest, revision="d" * 40), fh)
+    with open(path, "w") as fh:
+        yaml.safe_dump(inv, fh)
+    p = ansible_playbook("-i", path, PLAYBOOK, "--tags", "pd")
+    assert p.returncode != 0
+    assert ("rank-b (decode server): the model revision - not the same as rank-a's, the prefill server's (rank-b: "
+            "dddddddddddd, rank-a: cccccccccccc) - pin one hf_model_revision for every prefill and decode server. "
+            "Nothing was launched.") in " ".join(p.stdout.split()), p.stdout[-3000:]
+    assert "TASK [Containers - SGLang served" not in p.stdout and "PLAY [Containers - SGLang served" not in p.stdout
+    with open(model_b, "w") as fh:
+        json.dump(manifest, fh)
+    ok = ansible_playbook("-i", path, PLAYBOOK, "--tags", "pd")
+    assert ok.returncode == 0, ok.stdout[-3000:]
+    asked = ok.stdout.split("TASK [What this server would run")[1].split("TASK [")[0]
+    assert "rank-a" in asked and "rank-b" in asked and "plain" not in asked, asked

@@ -84,6 +84,11 @@ CASES = [
     # #42 item 6: a source build only of an sdist pinned by hash
     ("venv-fa-source-unpinned", "sglang_venv", {"sglang_venv_flash_attn": "source", "sglang_venv_flash_attn_version": "2.7.4"},
      r"flash-attn 2\.7\.4 has no hash-pinned source distribution \(.*flash-attn-2\.7\.4\.txt\).*Nothing was changed\."),
+    # #59 item 3: a transfer engine only from a file that pins its wheels by hash
+    ("venv-te-unpinned", "sglang_venv", {"sglang_venv_transfer_engine": "mooncake",
+                                         "sglang_venv_transfer_engine_version": "0.3.12"},
+     r"mooncake-transfer-engine 0\.3\.12 has no hash-pinned file \(.*mooncake-transfer-engine-0\.3\.12\.txt\): write one "
+     r"as the file of 0\.3\.13\.post1 is written .* Nothing was changed\."),
     # #58 item 2: the build account apart from the service account (the same account, its group, a home inside)
     ("venv-build-account", "sglang_venv", {"sglang_venv_build_user": "sglang"},
      r"sglang_venv_build_user=sglang must be an account of its own - not root, not sglang_venv_user or its group "
@@ -228,7 +233,9 @@ def test_a_prefill_server_whose_venv_cannot_import_its_transfer_engine_is_refuse
     assert p.returncode != 0
     assert ("localhost: sglang_server_disaggregation_transfer_backend=mooncake needs mooncake.engine in the venv, and %s "
             "cannot import it: ModuleNotFoundError: No module named 'mooncake'." % sys.executable) in out, out[-3000:]
-    assert "libibverbs1 in the container" in out and "Nothing was changed." in out
+    assert ("Build the venv with it: sglang_venv_transfer_engine=mooncake (mooncake-non-cuda on a machine without "
+            "CUDA) - role sglang_venv installs Mooncake's pinned wheels and libibverbs1") in out
+    assert "Nothing was changed." in out
     assert "TASK [gpuserve.sglang.sglang_server : The transfer engine is there]" in p.stdout
     assert not (tmp_path / "env").exists()
     plain = run_playbook([dict(plays[0], tasks=[dict(plays[0]["tasks"][0], vars=dict(

@@ -87,6 +87,26 @@ def test_a_rank_on_another_revision_or_driver_is_named_against_rank_0():
     assert G.rank_mismatches("qwen", [{"name": "x", "rank": 0, "facts": both}, {"name": "y", "rank": 1, "facts": both}]) == []
 
 
+def test_a_prefill_or_decode_server_on_another_lock_or_model_is_named_against_the_first_prefill_server():
+    """#59 item 3: a decode server takes the KV its prefill server computed - the same SGLang and the same model, or
+    garbage. The driver and the venv build may differ (they do not shape the KV); an unknown on one side is named."""
+    decode = dict(FACTS, model_revision="e" * 40, driver_version="550.127.08", build="other")
+    pd = [{"name": "ct131", "mode": "decode", "facts": decode},
+          {"name": "ct130", "mode": "prefill", "facts": dict(FACTS, lock_sha256="f" * 64)},
+          {"name": "ct129", "mode": "prefill", "facts": dict(FACTS)}]
+    assert G.pd_mismatches(pd) == [
+        "ct130 (prefill server): the SGLang lock (its sha256) - not the same as ct129's, the prefill server's (ct130: "
+        "ffffffffffff, ct129: aaaaaaaaaaaa) - build every prefill and decode server from the same lock (sglang_venv_lock)",
+        "ct131 (decode server): the model revision - not the same as ct129's, the prefill server's (ct131: "
+        "eeeeeeeeeeee, ct129: cccccccccccc) - pin one hf_model_revision for every prefill and decode server"]
+    same = [{"name": "b", "mode": "decode", "facts": dict(FACTS, build="x", driver_version=None)},
+            {"name": "a", "mode": "prefill", "facts": FACTS}]
+    assert G.pd_mismatches(same) == [] and G.pd_mismatches([]) == []
+    unknown = G.pd_mismatches([{"name": "a", "mode": "prefill", "facts": FACTS},
+                               {"name": "b", "mode": "decode", "facts": dict(FACTS, model_files=None)}])
+    assert len(unknown) == 1 and "the model's files (paths and hashes of the manifest) - unknown here, known on a's" in unknown[0]
+
+
 def test_the_manifest_digest_ignores_when_and_how_the_files_came():
     files = [{"path": "config.json", "size": 10, "oid": "1" * 40}, {"path": "m.safetensors", "size": 9, "sha256": "2" * 64}]
     a = G.manifest_digest({"files": files, "fetched_at": "2026-11-30", "downloader": {"name": "builtin"}})

@@ -1,4 +1,5 @@
 """module_utils/venv/uv.py: lock parsing, build identity, what to do, pruning, flash-attn wheel checks, MAX_JOBS."""
+import hashlib
 import os
 import pwd
 import shutil
@@ -324,6 +325,52 @@ def test_a_flash_attn_source_build_installs_its_sdist_by_hash_and_never_fetches_
     with open(os.path.join(ROOT, "roles", "sglang_venv", "vars", "main.yml")) as fh:
         build_env = yaml.safe_load(fh)["__sglang_venv_build_env"]
     assert "'FLASH_ATTENTION_FORCE_BUILD': 'TRUE'" in build_env       # the source build's environment (a template)
+
+
+def test_a_transfer_engine_is_installed_by_hash_beside_flash_attn_and_its_file_pins_every_wheel_the_index_states():
+    """#59 item 3: role sglang_venv's transfer engine (prefill/decode) is a second hash-pinned file after the lock - one
+    install with both files, each requirement --require-hashes - and the shipped files pin Mooncake 0.3.13.post1's
+    wheels (CPython 3.10-3.13, x86_64 and aarch64: 8 each) and msgpack, the one requirement the locks lack."""
+    p = {"uv": "/t/uv", "lock": "/t/sglang.lock", "index_url": None, "extra_index_urls": [], "find_links": [],
+         "no_index": False, "offline": False, "packages": [], "packages_no_deps": [], "extra": [],
+         "no_build_isolation": [], "no_binary": [],
+         "extra_requirements": ["/t/locks/flash-attn-2.8.3.txt", "/t/locks/mooncake-transfer-engine-0.3.13.post1.txt"]}
+    last = uv.install_steps(p, "/b")[-1]
+    assert last[0][-9:] == ["--compile-bytecode", "--no-deps", "--require-hashes", "-c", "/t/sglang.lock",
+                            "-r", "/t/locks/flash-attn-2.8.3.txt", "-r", "/t/locks/mooncake-transfer-engine-0.3.13.post1.txt"]
+    locks = os.path.join(ROOT, "roles", "sglang_venv", "files", "locks")
+    for package in ("mooncake-transfer-engine", "mooncake-transfer-engine-non-cuda"):
+        with open(os.path.join(locks, "%s-0.3.13.post1.txt" % package)) as fh:
+            body = " ".join(line.strip().rstrip("\\") for line in fh if not line.startswith("#")).split()
+        pins = [w for w in body if not w.startswith("--hash=")]
+        assert pins == ["%s==0.3.13.post1" % package, "msgpack==1.1.2"]
+        hashes = [w for w in body if w.startswith("--hash=sha256:")]
+        assert len(hashes) == len(set(hashes)) == 16 and len(body) == 18
+    # the lock's own requirements of the wheel (aiohttp, requests) are in both SGLang locks; msgpack in neither
+    for release in ("0.5.9", "0.5.23"):
+        with open(os.path.join(locks, "sglang-%s.lock" % release)) as fh:
+            names = [line.split("==")[0] for line in fh if "==" in line and not line.startswith((" ", "#"))]
+        assert {"aiohttp", "requests"} <= set(names) and "msgpack" not in names, release
+
+
+def test_the_extra_requirements_files_decide_the_build_and_one_file_keeps_the_id_it_had_as_a_path(tmp_path):
+    """extra_requirements became a list (0.20.0: flash-attn's sdist and a transfer engine together); a venv built with
+    one file before keeps its build id - a re-run after the upgrade must not rebuild it."""
+    builder = load_module_util("venv.builder")
+    fa, te = tmp_path / "fa.txt", tmp_path / "te.txt"
+    fa.write_text("flash-attn==2.8.3 --hash=sha256:" + "1" * 64 + "\n")
+    te.write_text("msgpack==1.1.2 --hash=sha256:" + "2" * 64 + "\n")
+    base = {"path": "/opt/v", "store": None, "index_url": None, "extra_index_urls": [], "find_links": [],
+            "no_index": False, "no_binary": []}
+
+    def sources(reqs):
+        return builder.VenvManager(dict(base, extra_requirements=reqs), None, None).sources()
+    assert "extra_requirements" not in sources([])
+    assert sources([str(fa)])["extra_requirements"] == hashlib.sha256(fa.read_bytes()).hexdigest()   # as before
+    both = sources([str(fa), str(te)])["extra_requirements"]
+    assert both == [hashlib.sha256(fa.read_bytes()).hexdigest(), hashlib.sha256(te.read_bytes()).hexdigest()]
+    with pytest.raises(builder.VenvFailed, match=r"extra_requirements=%s cannot be read" % (tmp_path / "gone.txt")):
+        sources([str(fa), str(tmp_path / "gone.txt")])
 
 
 def test_a_tool_is_trusted_only_when_it_and_every_directory_above_are_roots_and_written_by_root_only(tmp_path):

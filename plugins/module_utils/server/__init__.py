@@ -25,7 +25,7 @@ from .change import LastGood, check_args
 from .manager import (ARGUMENT_SPEC, REQUIRED_IF, ServerFailed, ServerManager, read_launch_record, secret_values,
                       state_path)
 from .group import (connect, dist_init_addr, group_layout, group_status, interface_to, listen, manifest_digest,
-                    rank_mismatches, restart_command, serving, source_address)
+                    pd_mismatches, rank_mismatches, restart_command, serving, source_address)
 from .router import (RouterClient, RouterError, normalize_url, pd_problems, reconcile, router_argv, router_problems,
                      worker_url_problem)
 from .metrics import FAMILIES as PLAN_METRICS, plan_metrics, scrape_targets, write_plan_metrics
@@ -38,7 +38,8 @@ __all__ = (
     "config_text", "connect", "control_problems", "disaggregation_args", "disaggregation_problems", "dist_init_addr", "environment_file", "exec_failure",
     "failure_message", "group_layout", "group_status", "helper_rank", "http_get", "interface_to", "is_loopback",
     "keep_running", "launch", "launch_facts", "listen", "load_salt", "local_url", "manifest_digest", "name_problems", "normalize_url", "numeric_args",
-    "owned_by", "pd_problems", "pid_alive", "plan_metrics", "plan_vs_actual", "scrape_targets", "port_conflict", "port_in_use_failure", "port_owner",
+    "owned_by", "pd_mismatches", "pd_problems", "pid_alive", "plan_metrics", "plan_vs_actual", "scrape_targets",
+    "port_conflict", "port_in_use_failure", "port_owner",
     "rank_mismatches", "read_launch_record", "reconcile", "restart_command", "router_argv", "router_problems",
     "secret_digest", "secret_names", "secret_values", "server_argv", "server_info", "serving", "source_address", "state_path", "stop", "systemctl",
     "systemd_exec_line", "systemd_start", "unit_journal", "unit_name_problems", "unit_show", "unit_value",

@@ -235,6 +235,35 @@ def rank_mismatches(group, ranks):
     return problems
 
 
+# what a decode server must share with the prefill servers whose KV it takes (#59 item 3): the same SGLang (its KV
+# layout and transfer protocol) and the same model (KV computed from other weights decodes to garbage, silently)
+PD_SHARED = tuple(s for s in SHARED if s[0] in ("lock_sha256", "model_revision", "model_files"))
+_PD_FIX = {"lock_sha256": "build every prefill and decode server from the same lock (sglang_venv_lock)",
+           "model_revision": "pin one hf_model_revision for every prefill and decode server",
+           "model_files": "re-run hf_model on that server (hf_model_verify: full) or pin one revision"}
+
+
+def pd_mismatches(servers):
+    """``servers``: [{"name", "mode" (prefill|decode), "facts": {lock_sha256, model_revision, model_files}}] - the
+    prefill and decode servers behind one router. A problem for each fact a server has that is not the first prefill
+    server's (by name); a fact known on one side only is a problem too, as for a group's ranks."""
+    ordered = sorted(servers, key=lambda s: (s["mode"] != "prefill", s["name"]))
+    if not ordered:
+        return []
+    head = ordered[0]
+    problems = []
+    for s in ordered[1:]:
+        for key, what, _fix in PD_SHARED:
+            mine, theirs = s["facts"].get(key), head["facts"].get(key)
+            if mine == theirs:
+                continue
+            problems.append("%s (%s server): %s - %s %s's, the prefill server's (%s: %s, %s: %s) - %s" % (
+                s["name"], s["mode"], what, "unknown here, known on" if mine is None else
+                "unknown on" if theirs is None else "not the same as", head["name"], s["name"], _short(mine),
+                head["name"], _short(theirs), _PD_FIX[key]))
+    return problems
+
+
 def _short(value):
     if value is None:
         return "unknown"

@@ -47,7 +47,7 @@ ARGUMENT_SPEC = dict(
     packages=dict(type="list", elements="str", default=[]),
     packages_no_deps=dict(type="list", elements="str", default=[]),
     extra=dict(type="list", elements="str", default=[]),
-    extra_requirements=dict(type="path"),
+    extra_requirements=dict(type="list", elements="path", default=[]),
     no_build_isolation=dict(type="list", elements="str", default=[]),
     index_url=dict(type="str"),
     extra_index_urls=dict(type="list", elements="str", default=[]),
@@ -403,13 +403,15 @@ class VenvManager(object):
                        find_links=p["find_links"], no_index=p["no_index"])
         if p["no_binary"]:
             sources["no_binary"] = sorted(p["no_binary"])      # a source build is another venv than a wheel's
-        if p["extra_requirements"]:
+        digests = []
+        for req in p["extra_requirements"] or []:
             try:
-                with open(p["extra_requirements"], "rb") as f:
-                    sources["extra_requirements"] = hashlib.sha256(f.read()).hexdigest()
+                with open(req, "rb") as f:
+                    digests.append(hashlib.sha256(f.read()).hexdigest())
             except (IOError, OSError) as e:
-                self.fail("extra_requirements=%s cannot be read (%s); copy it to the target first"
-                          % (p["extra_requirements"], e))
+                self.fail("extra_requirements=%s cannot be read (%s); copy it to the target first" % (req, e))
+        if digests:   # one file: its digest alone, as before a list was taken (a build id that stays the same)
+            sources["extra_requirements"] = digests[0] if len(digests) == 1 else digests
         return sources
 
     def decide(self):

@@ -387,10 +387,14 @@ def install_steps(p, build_dir, verbose=False):
                                 (p.get("packages"), [], "uv pip install"), (p.get("extra"), ["--no-deps"], "uv pip install")):
         if names:
             steps.append((["install"], flags + lock + list(names), "%s %s" % (label, " ".join(names))))
-    if p.get("extra_requirements"):
-        # a source distribution the lock does not hold (flash-attn built from source): its file pinned by hash
-        steps.append((["install"], ["--no-deps", "--require-hashes"] + lock + ["-r", p["extra_requirements"]],
-                      "uv pip install --require-hashes -r %s" % p["extra_requirements"]))
+    reqs = p.get("extra_requirements") or []
+    if isinstance(reqs, str):
+        reqs = [reqs]
+    if reqs:
+        # what the lock does not hold (flash-attn built from source, a transfer engine's wheels): each file pinned by hash
+        files = [a for r in reqs for a in ("-r", r)]
+        steps.append((["install"], ["--no-deps", "--require-hashes"] + lock + files,
+                      "uv pip install --require-hashes %s" % " ".join(files)))
     # `uv pip sync` has no --no-build-isolation-package (uv 0.9.30 refuses it: "unexpected argument"); what it
     # would build is the lock's, none of which the option names (flash-attn is an extra, installed below)
     return [([uv, "pip"] + verb + (["-v"] if verbose else []) + py + source_args(p)

@@ -99,11 +99,15 @@ def test_two_ranks_serve_as_one_server(host):
     assert "Dummy health check server started in background thread at 10.0.3.101:30000" in this_launch(host, 101)
 
 
-def test_the_greedy_output_through_rank_0_is_a_tp_1_servers(host):
-    """The pass the issue sets: the same prompts at temperature 0 through the two-rank server and through a
-    --tp-size 1 server of the same venv and model (started here beside it in CT 100, on port 30001, with the
-    profile's CPU settings, the ranks' float32 and no thread binding for a second rank), token for token."""
-    group = json.loads(ct(host, 100, "python3", "-c", GREEDY, "30000", KEY))
+_TP1 = {}
+
+
+def tp1_greedy(host):
+    """GREEDY's answer of a --tp-size 1 server of the same venv and model (started in CT 100 on port 30001, with the
+    profile's CPU settings, float32 and no thread binding for a second rank, then stopped): once, kept for the
+    prefill/decode pair's test (tests/test_replicas.py)."""
+    if "ids" in _TP1:
+        return _TP1["ids"]
     env = ["-E", "SGLANG_USE_CPU_ENGINE=1", "-E", "TORCHDYNAMO_DISABLE=1", "-E", "OMP_NUM_THREADS=1",
            "-E", "LD_LIBRARY_PATH=/opt/gpuserve-lab/libcuda1/usr/lib/x86_64-linux-gnu/nvidia/current"]
     ct(host, 100, "systemd-run", "--unit", "gpuserve-test-tp1", "--collect", *env,
@@ -116,9 +120,17 @@ def test_the_greedy_output_through_rank_0_is_a_tp_1_servers(host):
         while host.run("pct exec 100 -- python3 -c %s /health_generate", probe).stdout.strip() != "200":
             assert time.time() < deadline, ct(host, 100, "journalctl", "-u", "gpuserve-test-tp1", "-n", "40")
             time.sleep(2)
-        single = json.loads(ct(host, 100, "python3", "-c", GREEDY, "30001", "-"))
+        _TP1["ids"] = json.loads(ct(host, 100, "python3", "-c", GREEDY, "30001", "-"))
     finally:
         host.run("pct exec 100 -- systemctl stop gpuserve-test-tp1")
+    return _TP1["ids"]
+
+
+def test_the_greedy_output_through_rank_0_is_a_tp_1_servers(host):
+    """The pass the issue sets: the same prompts at temperature 0 through the two-rank server and through a
+    --tp-size 1 server of the same venv and model (tp1_greedy), token for token."""
+    group = json.loads(ct(host, 100, "python3", "-c", GREEDY, "30000", KEY))
+    single = tp1_greedy(host)
     print("\ngreedy token ids, --tp-size 2 over two CTs: %s\n                  --tp-size 1:                %s"
           % (group, single))
     assert all(len(ids) == 16 for ids in group)
