@@ -104,6 +104,10 @@ options:
     default: none
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
+  - ansible.builtin.action_common_attributes.facts
+attributes:
+  facts:
+    support: full
 notes:
   - The parsing is plain Python in C(plugins/module_utils/host/nvidia.py), unit-tested on recorded outputs.
 seealso:

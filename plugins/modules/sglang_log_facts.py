@@ -57,6 +57,11 @@ options:
     default: false
 extends_documentation_fragment:
   - gpuserve.sglang.attributes
+  - ansible.builtin.action_common_attributes.facts
+attributes:
+  facts:
+    support: partial
+    details: Only with O(set_facts=true) (C(ansible_facts.sglang_start)).
 notes:
   - The parser is plain Python in C(plugins/module_utils/logs/); the C(gpuserve.sglang.sglang_log)
     filter gives the same result inside templates and asserts.

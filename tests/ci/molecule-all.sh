@@ -12,12 +12,12 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 lane="${1:-all}"
 LANE_B=(tests/lab:real              # the real SGLang 0.5.9 and 0.5.23: about 1200 beside the other lane (the
                                      # venvs' 4.5 and 5.5 GB, seven real start-ups, the runbooks, the upgrade)
-        roles/sglang_router:default  # 239: back in lane b when tests/lab:multinode moved to the real SGLang (1206
-                                     # instead of 585 in lane a)
         roles/sglang_server:default  # 223: to lane b too - in the run of 3248446 lane a took 3271 s, lane b about
                                      # 2880 s (pytest 1008, real about 1350, the router 239)
         roles/lxc_gpu_passthrough:default   # 107 and 36: to lane b when multinode gained the real replicas (about
         roles/lxc_gpu_passthrough:raw)      # 360 more in lane a) and every lab build its own download (no uv cache)
+# roles/sglang_router:default (207 s) moved to lane a when tests/lab:deploy (419 s) was folded into multinode: in the
+# run of 9afbbdd lane a took 3929 s, lane b about 4230 (pytest 1375, real about 1700)
 # roles/sglang_router:default (239 s) moved to lane a when the real scenario gained the upgrade to the real 0.5.23
 # tests/lab:rollout (327 s) and roles/lxc_gpu_passthrough:default and :raw (93, 68 s) moved to lane a when the real
 # scenario came to lane b

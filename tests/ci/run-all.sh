@@ -69,8 +69,10 @@ side images "lab: remove labelled leftovers, build images (cached by recipe hash
 images_pid=$!
 # the docsite's own check of every plugin's and role's documentation (antsibull-docs, in .venv-docs with its own
 # ansible-core; #62 item 1): references between options and return values, the markup, the roles' argument specs
-side docs "antsibull-docs lint-collection-docs --plugin-docs" \
-  bash -c "cd '$coll' && PATH='$root/.venv-docs/bin':\$PATH '$root/.venv-docs/bin/antsibull-docs' lint-collection-docs --plugin-docs ." &
+# then the docsite itself, built as Ansible's docsite builds a collection (antsibull-docs + Sphinx, warnings as errors)
+side docs "antsibull-docs lint-collection-docs --plugin-docs, then the docsite build (tests/ci/docsite.sh)" \
+  bash -c "(cd '$coll' && PATH='$root/.venv-docs/bin':\$PATH '$root/.venv-docs/bin/antsibull-docs' lint-collection-docs --plugin-docs .) \
+           && tests/ci/docsite.sh '$coll'" &
 docs_pid=$!
 side importer "galaxy-importer on the release tarball (ansible-lint on, ansible-test off)" \
   tests/ci/galaxy-importer.sh "$coll" &

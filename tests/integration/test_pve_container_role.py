@@ -20,7 +20,7 @@ def pve(tmp_path):
 
 def play(pve, tmp_path, container, check=False):
     v = {"pve_container_vmid": 129, "pve_container_options": container,
-         "pve_container_api_host": "127.0.0.1", "pve_container_api_port": pve.port,
+         "pve_container_api_host": "127.0.0.1", "pve_container_api_port": pve.port, "pve_container_api_user": "root@pam",
          "pve_container_api_password": PASSWORD, "pve_container_api_validate_certs": False,
          "pve_container_node": "pve1"}
     return run_playbook([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
@@ -56,3 +56,21 @@ def test_an_unknown_option_is_named_before_any_call(pve, tmp_path):
 def test_no_container_options_means_the_ct_is_not_managed(pve, tmp_path):
     r = play(pve, tmp_path, {})
     assert r.returncode == 0 and changed(r.stdout) == 0 and pve.requests == []
+
+
+def test_module_defaults_of_the_proxmox_group_reach_the_role(pve, tmp_path):
+    """#62 item 8: the API options given once, in the play's module_defaults of group/gpuserve.sglang.proxmox, reach
+    the role's call (it passes none of its own when they are unset); a half-given token is still refused first."""
+    api = {"api_host": "127.0.0.1", "api_port": pve.port, "api_user": "root@pam", "api_password": PASSWORD,
+           "validate_certs": False}
+    role = {"name": "CT", "ansible.builtin.include_role": {"name": "gpuserve.sglang.pve_container"},
+            "vars": {"pve_container_vmid": 129, "pve_container_options": CT, "pve_container_node": "pve1"}}
+    r = run_playbook([{"hosts": "localhost", "connection": "local", "gather_facts": False,
+                       "module_defaults": {"group/gpuserve.sglang.proxmox": api}, "tasks": [role]}], tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert changed(r.stdout) == 1 and pve.cts[129]["status"] == "running" and PASSWORD not in r.stdout
+    half = dict(role, vars=dict(role["vars"], pve_container_api_token_id="ansible"))
+    r = run_playbook([{"hosts": "localhost", "connection": "local", "gather_facts": False,
+                       "module_defaults": {"group/gpuserve.sglang.proxmox": api}, "tasks": [half]}], tmp_path)
+    assert r.returncode != 0
+    assert "an API token needs both pve_container_api_token_id and pve_container_api_token_secret" in " ".join(r.stdout.split())

@@ -58,6 +58,25 @@ def test_all_containers_at_once_are_refused_before_any_restart(tmp_path, runbook
     assert "PLAY [%s]" % RUNBOOKS[runbook] not in p.stdout          # ct129 is not restarted either
 
 
+def test_rollout_refuses_a_prefill_or_decode_server_with_the_command_that_restarts_the_pair(tmp_path):
+    """#59 item 3: the router in PD mode names its prefill and decode servers on its command line - there is no worker
+    API to take one out and put it back - so rollout.yml refuses them before anything moves, naming deploy.yml."""
+    path = inventory(tmp_path)
+    inv = yaml.safe_load(open(path))
+    hosts = inv["all"]["children"]["sglang_containers"]["hosts"]
+    hosts["ct130"] = dict(hosts["ct129"], proxmox_vmid=130, sglang_server_disaggregation_mode="decode")
+    with open(path, "w") as fh:
+        yaml.safe_dump(inv, fh)
+    p = ansible_playbook("-i", path, os.path.join(ROOT, "playbooks", "rollout.yml"), "--limit", "ct129,ct130",
+                         "--tags", "none")
+    out = " ".join(p.stdout.split())
+    assert p.returncode != 0
+    assert ("ct130 is a decode server of the router's PD mode (sglang_server_disaggregation_mode): rollout.yml rolls "
+            "plain replicas") in out, out[-3000:]
+    assert "`ansible-playbook -i <inventory> playbooks/deploy.yml --tags server,router`" in out
+    assert "PLAY [Rolling restart behind the router]" not in p.stdout and "ct129 is a" not in out
+
+
 def test_the_router_is_given_rank_0_of_a_group_not_its_other_ranks(tmp_path):
     play = tmp_path / "replicas.yml"
     play.write_text(yaml.safe_dump([{

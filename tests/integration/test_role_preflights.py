@@ -216,7 +216,7 @@ def test_a_unix_group_set_under_its_name_before_0_13_is_still_read_and_said(tmp_
 
 def test_a_prefill_server_whose_venv_cannot_import_its_transfer_engine_is_refused_before_anything_changes(tmp_path):
     """#59 item 3: a prefill server on the mooncake backend, with an interpreter that has no Mooncake (this test's
-    own, a real CPython): refused by the role's import of mooncake.engine - naming the package and libibverbs1, with
+    own, a real CPython): refused by the role's import of mooncake.engine - naming the setting that installs it, with
     Python's own words - before any file is written; a plain server with the same interpreter is not asked."""
     import shutil  # pylint: disable=import-outside-toplevel
     import sys  # pylint: disable=import-outside-toplevel
@@ -234,7 +234,8 @@ def test_a_prefill_server_whose_venv_cannot_import_its_transfer_engine_is_refuse
     assert ("localhost: sglang_server_disaggregation_transfer_backend=mooncake needs mooncake.engine in the venv, and %s "
             "cannot import it: ModuleNotFoundError: No module named 'mooncake'." % sys.executable) in out, out[-3000:]
     assert ("Build the venv with it: sglang_venv_transfer_engine=mooncake (mooncake-non-cuda on a machine without "
-            "CUDA) - role sglang_venv installs Mooncake's pinned wheels and libibverbs1") in out
+            "CUDA) - role sglang_venv installs Mooncake's pinned wheels and the libraries its engine links even over TCP "
+            "(libibverbs1, libcurl4, libnuma1)") in out
     assert "Nothing was changed." in out
     assert "TASK [gpuserve.sglang.sglang_server : The transfer engine is there]" in p.stdout
     assert not (tmp_path / "env").exists()

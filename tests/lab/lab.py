@@ -288,6 +288,7 @@ all:
           ansible_python_interpreter: /usr/bin/python3
           # its Proxmox API stand-in (tests/lab/pvehost/pve_api.py), pinned by its own certificate
           pve_container_api_host: {ip}
+          pve_container_api_user: root@pam
           pve_container_api_ca_file: {ca}
           pve_container_node: pve-lab
           pve_container_api_password: lab-root-password

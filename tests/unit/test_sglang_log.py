@@ -65,6 +65,35 @@ def test_every_failure_kind_of_the_contract_has_a_fixture():
     assert kinds == set(SL.KINDS)
 
 
+def test_each_failure_kind_is_declared_once_and_every_reader_agrees_with_the_table():
+    """#61 item 2: the kinds, their order of specificity, the phase each implies, the ones SGLang always dies of (the
+    watch) and the memory ones (diagnose's replay) come from logs/kinds.py's TABLE; the module's documentation and
+    role sglang_server's diagnose name the same, and every kind is either hinted by itself or by its message."""
+    import re  # pylint: disable=import-outside-toplevel
+    import yaml  # pylint: disable=import-outside-toplevel
+    from unit_helpers import ROOT  # pylint: disable=import-outside-toplevel
+    K = load_module_util("logs.kinds")
+    assert SL.KINDS == K.KINDS == tuple(k.name for k in K.TABLE) and len(set(K.KINDS)) == len(K.KINDS)
+    assert set(SL.DECISIVE) == {"kv_pool_oom", "bad_argument", "tp_mismatch"} and SL.MEMORY == K.MEMORY
+    assert all(k.phase is None or k.phase in load_module_util("logs.rules").PHASES for k in K.TABLE)
+    assert {k.name for k in K.TABLE if k.hint is None} == {"warmup_failed", "other"}     # hinted by their message
+    # every classifier names a kind of the table
+    named = set()
+    for text in ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+                 "torch.OutOfMemoryError: CUDA out of memory.", "OSError: [Errno 98] address already in use",
+                 "ValueError: 5 is not divisible by 2", "ModuleNotFoundError: No module named 'x'"):
+        kind, _message, _facts = K.classify(text, (), "args")
+        named.add(kind)
+    assert named <= set(K.KINDS) and None not in named
+    with open(os.path.join(ROOT, "plugins", "modules", "sglang_log_facts.py")) as fh:
+        doc = yaml.safe_load(re.search(r'RETURN = r"""(.*?)"""', fh.read(), re.S).group(1))
+    documented = re.findall(r"C\(([a-z_]+)\)", doc["failure"]["contains"]["kind"]["description"])
+    assert tuple(documented) == K.KINDS
+    with open(os.path.join(ROOT, "roles", "sglang_server", "tasks", "diagnose.yml")) as fh:
+        text = fh.read()
+    assert "__sglang_server_dx.failure.kind in %s" % list(K.MEMORY) in text
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_fixture_outcome_phase_kind_rank(name):
     outcome, phase, kind, rank = CASES[name]

@@ -11,12 +11,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from .rules import KINDS, REDACTED, TRACEBACK_TAIL, redact
+from .kinds import DECISIVE, KINDS, MEMORY
+from .rules import REDACTED, TRACEBACK_TAIL, redact
 from .parser import LogParser
 from .reader import (ROTATED, LogReadError, last_launch, launch_segments, open_copy, parse_file, parse_log,
                      parse_log_since, read_facts, rotated_copies)
 
 __all__ = (
-    "KINDS", "LogParser", "LogReadError", "REDACTED", "ROTATED", "TRACEBACK_TAIL", "last_launch", "launch_segments",
-    "open_copy", "parse_file", "parse_log", "parse_log_since", "read_facts", "redact", "rotated_copies",
+    "DECISIVE", "KINDS", "LogParser", "LogReadError", "MEMORY", "REDACTED", "ROTATED", "TRACEBACK_TAIL", "last_launch",
+    "launch_segments",    "open_copy", "parse_file", "parse_log", "parse_log_since", "read_facts", "redact", "rotated_copies",
 )

@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from .kinds import PREFIXED
 from .rules import (MESSAGE_MAX, _HUB_ACCESS, _PHASE_INDEX, _RE_ARGPARSE, _RE_BIND, _RE_DEAD, _RE_DEVICE,
                     _RE_DIST_ADDR, _RE_EXC, _RE_EXITCODE, _RE_GRAPH_BS, _RE_GRAPH_END, _RE_KV, _RE_KV_OOM,
                     _RE_KV_SIZES, _RE_KV_TOKENS, _RE_LOAD_BEGIN, _RE_LOAD_END, _RE_MAMBA, _RE_MFS, _RE_PORT,
@@ -274,8 +275,7 @@ class Handlers(object):
             return
         if prefixed:
             kind, message = self._classify(msg, (), self.phase)
-            if kind in ("cuda_oom", "cuda_graph_oom", "weight_load_oom", "nccl_error", "unsupported_model",
-                        "model_not_found", "kv_pool_oom"):
+            if kind in PREFIXED:
                 self._add_failure(kind, message, rank)
             elif "The memory capacity is unbalanced" in msg:
                 self._add_failure("other", msg, rank, phase="dist_init")

@@ -164,26 +164,6 @@ def _tp_hint(failure, facts, parser):
             "Choose a tp_size that divides them (see config.json)." % (" (%d)" % tp if tp else ""))
 
 
-_BY_KIND = {
-    "kv_pool_oom": _kv_pool_hint, "weight_load_oom": _weight_load_hint, "cuda_graph_oom": _cuda_graph_hint,
-    "cuda_oom": _cuda_oom_hint, "port_in_use": _port_hint, "import_error": _import_hint, "nccl_error": _nccl_hint,
-    "model_not_found": _model_hint, "tp_mismatch": _tp_hint,
-    "unsupported_model": lambda failure, facts, parser: (
-        "SGLang 0.5.9 has no implementation for this architecture. Check the architectures in config.json, "
-        "upgrade SGLang, or pass --trust-remote-code if the model ships its own code."),
-    "bad_argument": lambda failure, facts, parser: (
-        "A server argument was rejected: %s Fix it in sglang_server_args." % (failure.get("message") or "")),
-}
-
-
-def hint_for(failure, facts, parser=None):
-    """What to do about a failure, with the log's numbers where it has them: by its kind, else by its message."""
-    by_kind = _BY_KIND.get(failure["kind"])
-    if by_kind is not None:
-        return by_kind(failure, facts, parser)
-    return _hint_by_message(failure, facts)
-
-
 def _hint_by_message(failure, facts):
     msg = failure.get("message") or ""
     mm = _RE_INPUT_TOO_LONG.search(msg)

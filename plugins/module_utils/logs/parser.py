@@ -12,12 +12,11 @@ __metaclass__ = type
 
 import io
 from .handlers import Handlers
-from .hints import _fmt, _line_with, hint_for
-from .rules import (EVENT_RULES, MESSAGE_MAX, PROGRESS_RULES, TRACEBACK_TAIL, _DRAFT_FRAMES, _GRAPH_FRAMES,
-                    _HUB_ACCESS, _IMPORT_MARKERS, _KIND_PHASE, _LOAD_FRAMES, _MODEL_MARKERS, _NCCL_MARKERS,
-                    _OOM_MARKERS, _PHASE_INDEX, _RE_ARCH, _RE_EXC, _RE_EXC_ANY, _RE_FRAME, _RE_KV_OOM,
-                    _RE_KV_OOM_LATER, _SGL, _SOURCE_WORDS, _SPECIFICITY, _Traceback, _UVICORN_LEVEL, _infer_cut,
-                    _is_rank0, _strip, _tb_has, _tb_path_has)
+from .hints import _fmt
+from .kinds import KIND_PHASE, SPECIFICITY, classify, hint_for
+from .rules import (EVENT_RULES, MESSAGE_MAX, PROGRESS_RULES, TRACEBACK_TAIL, _DRAFT_FRAMES, _PHASE_INDEX, _RE_EXC,
+                    _RE_EXC_ANY, _RE_FRAME, _SGL, _SOURCE_WORDS, _Traceback, _UVICORN_LEVEL, _infer_cut, _is_rank0,
+                    _strip, _tb_has)
 
 
 class LogParser(Handlers):
@@ -90,7 +89,7 @@ class LogParser(Handlers):
         if len(self.failures) > 16:
             # keep the best and the earliest few: drop the least specific latest one
             worst = min(range(len(self.failures)),
-                        key=lambda i: (_SPECIFICITY[self.failures[i]["kind"]], -self.failures[i]["lineno"]))
+                        key=lambda i: (SPECIFICITY[self.failures[i]["kind"]], -self.failures[i]["lineno"]))
             del self.failures[worst]
 
     # -- traceback handling --------------------------------------------------------------------
@@ -122,66 +121,11 @@ class LogParser(Handlers):
             self.failures[-1]["evidence"] = evidence
 
     def _classify(self, text, frames, phase):
-        """Return (kind, decisive message) for an exception text + frames, or (None, None)."""
-        if not text:
-            return None, None
-        m = _RE_KV_OOM.search(text)
-        if m:
-            if m.group(1):
-                self.facts["mem_fraction_static"] = float(m.group(1).rstrip("."))   # from the error: authoritative
-            return "kv_pool_oom", m.group(0)
-        m = _RE_KV_OOM_LATER.search(text)
-        if m:
-            self.facts["mem_fraction_static"] = float(m.group(1))     # read from the error: authoritative
-            return "kv_pool_oom", _line_with(text, "Loaded weights leave")
-        if "Not enough GPU memory for hybrid" in text or "Memory pool size is too small" in text:
-            return "kv_pool_oom", _line_with(text, "memory")
-        if "state cache is too small to serve any requests" in text:
-            # 0.5.2x: the hybrid (mamba/linear-attention) state pool leaves no request slot
-            return "kv_pool_oom", _line_with(text, "too small to serve")
-        if "KV" in text and ("leaves no room for the full KV pool" in text or "no memory for the KV cache" in text
-                             or "no memory left for the KV cache" in text):
-            # later releases' wordings of the same budget failure (0.5.2x pool_configurator: the SWA pool cap)
-            return "kv_pool_oom", _line_with(text, "KV")
-        for mk in _OOM_MARKERS:
-            if mk in text:
-                msg = _line_with(text, mk)
-                if phase == "draft" or _tb_has(frames, _DRAFT_FRAMES):
-                    return "cuda_oom", msg
-                if "Capture cuda graph failed" in text or _tb_has(frames, _GRAPH_FRAMES) or phase == "cuda_graph":
-                    return "cuda_graph_oom", msg
-                if _tb_has(frames, _LOAD_FRAMES) or phase == "load_weights":
-                    return "weight_load_oom", msg
-                return "cuda_oom", msg
-        if "address already in use" in text or "Errno 98" in text:
-            return "port_in_use", _line_with(text, "address already in use")
-        for mk in ("gloo/transport/tcp", "ProcessGroupGloo", "Gloo connectFullMesh failed"):
-            if mk in text:     # the ranks lost each other; a graph-capture failure around it is only the wrapper
-                return "nccl_error", _line_with(text, mk)
-        for mk in _IMPORT_MARKERS:
-            if mk in text:
-                return "import_error", _line_with(text, mk)
-        for mk in _MODEL_MARKERS:
-            if mk in text:
-                return "model_not_found", _line_with(text, mk)
-        for mk in _HUB_ACCESS:
-            if mk in text and ("Access to model" != mk or "is restricted" in text):
-                return "model_not_found", _line_with(text, mk)
-        if _RE_ARCH.search(text):
-            return "unsupported_model", _line_with(text, "not supported") or _line_with(text, "SGlang")
-        if "is not divisible by" in text or "must be divisible by" in text and "moe" in text.lower():
-            return "tp_mismatch", _line_with(text, "divisible")
-        if text.startswith("AssertionError") and text.strip() == "AssertionError" and (
-                _tb_has(frames, ("__init__",)) and _tb_path_has(frames, ("/models/",))):
-            return "tp_mismatch", "AssertionError in model init (a head count is not divisible by tp_size)"
-        if "must be divisible by" in text or "cannot contain a colon" in text or "invalid choice" in text:
-            return "bad_argument", text.splitlines()[-1]
-        for mk in _NCCL_MARKERS:
-            if mk in text:
-                return "nccl_error", _line_with(text, mk)
-        if "Capture cuda graph failed" in text:
-            return "other", _line_with(text, "Capture cuda graph failed")
-        return None, None
+        """(kind, decisive message) for an exception text + frames, or (None, None): kinds.classify, the facts it
+        read from the text (authoritative: the error's own numbers) kept."""
+        kind, message, facts = classify(text, frames, phase)
+        self.facts.update(facts)
+        return kind, message
 
     # -- main entry ----------------------------------------------------------------------------
     def feed_text(self, text):
@@ -294,7 +238,7 @@ class LogParser(Handlers):
         post_ready = [f for f in self.failures if f["after_ready"]]
         candidates = pre_ready if pre_ready else (post_ready if self.fatal_after_ready else [])
         if candidates:
-            best = max(candidates, key=lambda f: (_SPECIFICITY[f["kind"]], not f.get("provisional"), -f["lineno"]))
+            best = max(candidates, key=lambda f: (SPECIFICITY[f["kind"]], not f.get("provisional"), -f["lineno"]))
             loaded = self.facts.get("weights_gb") is not None
             if self.import_evidence and not loaded and (
                     best["kind"] == "unsupported_model" or (best.get("inferred") and best["kind"] == "other")):
@@ -332,7 +276,7 @@ class LogParser(Handlers):
         phase = self.phase
         out_failure = None
         if failure is not None:
-            implied = _KIND_PHASE.get(failure["kind"])
+            implied = KIND_PHASE.get(failure["kind"])
             if implied and _PHASE_INDEX[implied] > _PHASE_INDEX[phase]:
                 phase = implied
             if _PHASE_INDEX[failure["phase"]] > _PHASE_INDEX[phase]:
@@ -342,7 +286,7 @@ class LogParser(Handlers):
                 "message": failure["message"],
                 "rank": failure["rank"],
                 "phase": failure["phase"] if _PHASE_INDEX[failure["phase"]] >= _PHASE_INDEX.get(
-                    _KIND_PHASE.get(failure["kind"], "args"), 0) else _KIND_PHASE[failure["kind"]],
+                    KIND_PHASE.get(failure["kind"], "args"), 0) else KIND_PHASE[failure["kind"]],
                 "traceback": "\n".join(failure["traceback"][-TRACEBACK_TAIL:]),
                 "hint": hint_for(failure, self.facts, self),
             }

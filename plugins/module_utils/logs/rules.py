@@ -22,26 +22,7 @@ from collections import deque
 PHASES = ("args", "dist_init", "load_weights", "memory_pool", "cuda_graph", "draft", "http", "warmup", "ready")
 _PHASE_INDEX = dict((p, i) for i, p in enumerate(PHASES))
 
-KINDS = (
-    "kv_pool_oom", "weight_load_oom", "cuda_graph_oom", "cuda_oom", "port_in_use", "import_error",
-    "nccl_error", "model_not_found", "unsupported_model", "tp_mismatch", "bad_argument", "warmup_failed", "other",
-)
-
-# How strongly a kind names a root cause.  When several failures are logged (two TP ranks, the
-# sigquit echo, an NCCL error on the rank whose peer died) the most specific one wins; ties go to
-# the earliest.  NCCL errors are often a consequence of a peer rank dying, hence ranked low.
-_SPECIFICITY = {
-    "kv_pool_oom": 9, "weight_load_oom": 9, "cuda_graph_oom": 9, "port_in_use": 9, "import_error": 9,
-    "model_not_found": 9, "tp_mismatch": 9, "bad_argument": 9, "unsupported_model": 8, "warmup_failed": 8,
-    "cuda_oom": 7,
-    "nccl_error": 4, "other": 2,
-}
-
-# The phase a failure kind implies was reached (used when only the error line was pasted).
-_KIND_PHASE = {
-    "kv_pool_oom": "memory_pool", "weight_load_oom": "load_weights", "cuda_graph_oom": "cuda_graph",
-    "nccl_error": "dist_init", "tp_mismatch": "load_weights", "port_in_use": "http", "warmup_failed": "warmup",
-}
+# The failure kinds (their specificity, the phase each implies, ...) are declared in kinds.py.
 
 MAX_LINE = 4096          # longer lines are cut (bounded memory per line)
 TRACEBACK_TAIL = 30      # lines kept of the last traceback

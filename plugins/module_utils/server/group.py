@@ -219,28 +219,18 @@ def rank_mismatches(group, ranks):
     that cannot say what it runs is not known to match). Unknown on both sides (e.g. no driver facts on a node
     without GPUs) is nothing to compare."""
     ordered = sorted(ranks, key=lambda r: int(r["rank"]))
-    if not ordered:
-        return []
-    head = ordered[0]
-    problems = []
-    for r in ordered[1:]:
-        for key, what, fix in SHARED:
-            mine, theirs = r["facts"].get(key), head["facts"].get(key)
-            if mine == theirs:
-                continue
-            problems.append("%s (rank %s of group %s): %s - %s rank 0's (%s: %s, %s: %s) - %s" % (
-                r["name"], r["rank"], group, what, "unknown here, known on" if mine is None else
-                "unknown on" if theirs is None else "not the same as", r["name"], _short(mine), head["name"],
-                _short(theirs), fix))
-    return problems
+    return _mismatches(ordered, SHARED, lambda r: "rank %s of group %s" % (r["rank"], group), lambda head: "rank 0's")
 
 
 # what a decode server must share with the prefill servers whose KV it takes (#59 item 3): the same SGLang (its KV
 # layout and transfer protocol) and the same model (KV computed from other weights decodes to garbage, silently)
-PD_SHARED = tuple(s for s in SHARED if s[0] in ("lock_sha256", "model_revision", "model_files"))
-_PD_FIX = {"lock_sha256": "build every prefill and decode server from the same lock (sglang_venv_lock)",
-           "model_revision": "pin one hf_model_revision for every prefill and decode server",
-           "model_files": "re-run hf_model on that server (hf_model_verify: full) or pin one revision"}
+PD_SHARED = (
+    ("lock_sha256", "the SGLang lock (its sha256)",
+     "build every prefill and decode server from the same lock (sglang_venv_lock)"),
+    ("model_revision", "the model revision", "pin one hf_model_revision for every prefill and decode server"),
+    ("model_files", "the model's files (paths and hashes of the manifest)",
+     "re-run hf_model on that server (hf_model_verify: full) or pin one revision"),
+)
 
 
 def pd_mismatches(servers):
@@ -248,19 +238,26 @@ def pd_mismatches(servers):
     prefill and decode servers behind one router. A problem for each fact a server has that is not the first prefill
     server's (by name); a fact known on one side only is a problem too, as for a group's ranks."""
     ordered = sorted(servers, key=lambda s: (s["mode"] != "prefill", s["name"]))
+    return _mismatches(ordered, PD_SHARED, lambda s: "%s server" % s["mode"],
+                       lambda head: "%s's, the prefill server's" % head["name"])
+
+
+def _mismatches(ordered, shared, who, reference):
+    """Each fact (``shared``: (key, what, fix)) of ordered[1:] that is not ordered[0]'s, in words: "<name> (<who>):
+    <what> - not the same as <reference> (<name>: <value>, <head>: <value>) - <fix>"."""
     if not ordered:
         return []
     head = ordered[0]
     problems = []
-    for s in ordered[1:]:
-        for key, what, _fix in PD_SHARED:
-            mine, theirs = s["facts"].get(key), head["facts"].get(key)
+    for r in ordered[1:]:
+        for key, what, fix in shared:
+            mine, theirs = r["facts"].get(key), head["facts"].get(key)
             if mine == theirs:
                 continue
-            problems.append("%s (%s server): %s - %s %s's, the prefill server's (%s: %s, %s: %s) - %s" % (
-                s["name"], s["mode"], what, "unknown here, known on" if mine is None else
-                "unknown on" if theirs is None else "not the same as", head["name"], s["name"], _short(mine),
-                head["name"], _short(theirs), _PD_FIX[key]))
+            problems.append("%s (%s): %s - %s %s (%s: %s, %s: %s) - %s" % (
+                r["name"], who(r), what, "unknown here, known on" if mine is None else
+                "unknown on" if theirs is None else "not the same as", reference(head), r["name"], _short(mine),
+                head["name"], _short(theirs), fix))
     return problems
 
 

@@ -14,7 +14,7 @@ import json
 import time
 
 from ..host import write_json
-from ..logs import ROTATED, LogParser, launch_segments, open_copy, redact
+from ..logs import DECISIVE, ROTATED, LogParser, launch_segments, open_copy, redact
 from .process import LOG_TAIL_LINES, http_get, pid_alive
 
 
@@ -254,7 +254,7 @@ def _outcome(parsed, tail, elapsed, pid, rc, health_ok, exited_at):
 def _decisive(parser):
     """A failure SGLang always dies of (so we need not wait for the exit)."""
     for f in parser.failures:
-        if f["kind"] in ("kv_pool_oom", "bad_argument", "tp_mismatch") and not f["after_ready"]:
+        if f["kind"] in DECISIVE and not f["after_ready"]:
             return True
     return False
 
