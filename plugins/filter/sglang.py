@@ -203,11 +203,11 @@ def lock_wheels_check(lock_text, tags_text, python, glibc, machine, packages=Non
                       where="the container"):
     """Whether a lock's pins install on the container's CPython, glibc and machine, from the tags record beside the
     lock (None: the lock has none - level unknown)."""
-    from ansible_collections.gpuserve.sglang.plugins.module_utils import venv as venv_utils
+    from ansible_collections.gpuserve.sglang.plugins.plugin_utils import wheels
     if not isinstance(lock_text, str) or not (tags_text is None or isinstance(tags_text, str)):
         raise AnsibleFilterError("lock_wheels_check: expected the text of a lock file and of its .tags record")
-    return venv_utils.wheels_check(lock_text, tags_text, str(python), str(glibc), str(machine),
-                                   [str(p) for p in packages or []] or None, str(lock_name), str(where))
+    return wheels.wheels_check(lock_text, tags_text, str(python), str(glibc), str(machine),
+                               [str(p) for p in packages or []] or None, str(lock_name), str(where))
 
 
 def flash_attn_wheel_problems(filename, torch_version, cuda_version, python_version, cxx11abi=True, machine="x86_64"):

@@ -11,7 +11,8 @@ out="$root/build/docsite"
 rm -rf "$out"
 mkdir -p "$out/rst"
 chmod 0700 "$out/rst"     # antsibull-docs wants its destination writable by its owner alone
-export PATH="$root/.venv-docs/bin:$PATH" ANSIBLE_COLLECTIONS_PATH="$(cd "$coll/../../.." && pwd)"
+collections="$(cd "$coll/../../.." && pwd)"
+export PATH="$root/.venv-docs/bin:$PATH" ANSIBLE_COLLECTIONS_PATH="$collections"
 # Ansible's own labels the pages link to, as a Sphinx inventory (v2: a header, then zlib-compressed lines)
 python3 - "$root/tests/ci/docsite/ansible-labels.txt" "$out/ansible_devel.inv" <<'PY'
 import sys, zlib

@@ -6,9 +6,11 @@ import os
 
 import pytest
 
-from unit_helpers import ROOT, load_module_util
+from unit_helpers import ROOT, load_module_util, load_plugin
 
 V = load_module_util("venv")
+# the check itself runs on the controller, with packaging (plugins/plugin_utils/wheels.py)
+W = load_plugin("plugin_utils", "wheels", "gpuserve_wheels")
 LOCK_059 = os.path.join(ROOT, "roles", "sglang_venv", "files", "locks", "sglang-0.5.9.lock")
 
 
@@ -92,7 +94,7 @@ def test_the_0523_lock_pins_cuda_13_from_its_unsuffixed_runtime_pin():
 ])
 def test_0523_installs_only_on_cpython_311_with_glibc_234_on_x86_64(where, python, glibc, machine, ok):
     lock, tags = lock_and_tags("0.5.23")
-    r = V.wheels_check(lock, tags, python, glibc, machine, lock_name="sglang-0.5.23.lock", where="ct129")
+    r = W.wheels_check(lock, tags, python, glibc, machine, lock_name="sglang-0.5.23.lock", where="ct129")
     assert (r["level"] == "ok") is ok, (where, r["msg"])
     if not ok:
         # the release's own wheel is named first, with what it asks for
@@ -108,23 +110,23 @@ def test_0523_installs_only_on_cpython_311_with_glibc_234_on_x86_64(where, pytho
 def test_the_universal_059_lock_installs_on_every_target_python(python, glibc, machine):
     """0.5.9's lock is universal (markers per Python and machine): each pin whose marker holds has a file there."""
     lock, tags = lock_and_tags("0.5.9")
-    r = V.wheels_check(lock, tags, python, glibc, machine)
+    r = W.wheels_check(lock, tags, python, glibc, machine)
     assert r["level"] == "ok" and not r["problems"], r["msg"]
 
 
 def test_a_light_build_checks_only_its_own_packages():
     lock, tags = lock_and_tags("0.5.23")
-    r = V.wheels_check(lock, tags, "3.10.12", "2.35", "x86_64", packages=["sglang", "numpy"])
+    r = W.wheels_check(lock, tags, "3.10.12", "2.35", "x86_64", packages=["sglang", "numpy"])
     assert r["problems"] == ["sglang==0.5.23 ships only cp311-cp311-manylinux_2_34_x86_64 (CPython 3.11, glibc >= "
                              "2.34, x86_64)"]
-    assert V.wheels_check(lock, tags, "3.11.2", "2.36", "x86_64", packages=["sglang", "numpy"])["level"] == "ok"
+    assert W.wheels_check(lock, tags, "3.11.2", "2.36", "x86_64", packages=["sglang", "numpy"])["level"] == "ok"
 
 
 def test_a_record_of_another_lock_or_none_is_said():
     lock, tags = lock_and_tags("0.5.23")
-    stale = V.wheels_check(lock + "# edited\n", tags, "3.11.2", "2.36", "x86_64", lock_name="sglang-0.5.23.lock")
+    stale = W.wheels_check(lock + "# edited\n", tags, "3.11.2", "2.36", "x86_64", lock_name="sglang-0.5.23.lock")
     assert stale["level"] == "refuse" and "is for another lock" in stale["msg"] and "lock.sh write" in stale["msg"]
-    assert V.wheels_check(lock, None, "3.11.2", "2.36", "x86_64")["level"] == "unknown"
+    assert W.wheels_check(lock, None, "3.11.2", "2.36", "x86_64")["level"] == "unknown"
 
 
 @pytest.mark.parametrize("tag,python,glibc,machine,ok", [
@@ -141,7 +143,7 @@ def test_a_record_of_another_lock_or_none_is_said():
     ("sdist", "3.9.0", "2.5", "riscv64", True),
 ])
 def test_wheel_tags_as_pip_and_uv_take_them(tag, python, glibc, machine, ok):
-    assert V.tag_installs(tag, python, glibc, machine) is ok
+    assert W.tag_installs(tag, python, glibc, machine) is ok
 
 
 @pytest.mark.parametrize("marker,holds", [
@@ -158,7 +160,7 @@ def test_wheel_tags_as_pip_and_uv_take_them(tag, python, glibc, machine, ok):
     ("python_full_version >= '3.11' and implementation_name != 'PyPy'", True),
 ])
 def test_pep508_markers_of_the_locks(marker, holds):
-    assert V.marker_holds(marker, V.marker_env("3.11.2", "x86_64")) is holds
+    assert W.marker_holds(marker, W.marker_env("3.11.2", "x86_64")) is holds
 
 
 def test_every_lock_has_its_tags_record_for_every_pin():

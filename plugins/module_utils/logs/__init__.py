@@ -19,5 +19,5 @@ from .reader import (ROTATED, LogReadError, last_launch, launch_segments, open_c
 
 __all__ = (
     "DECISIVE", "KINDS", "LogParser", "LogReadError", "MEMORY", "REDACTED", "ROTATED", "TRACEBACK_TAIL", "last_launch",
-    "launch_segments",    "open_copy", "parse_file", "parse_log", "parse_log_since", "read_facts", "redact", "rotated_copies",
+    "launch_segments", "open_copy", "parse_file", "parse_log", "parse_log_since", "read_facts", "redact", "rotated_copies",
 )

@@ -16,16 +16,15 @@ from .uv import (BuildProgress, IMPORTS_CACHE, MARKER, UV_MIN, UV_MIN_WHY, VERIF
                  parse_flash_attn_wheel, parse_lock, parse_verify, prune, read_imports_cache, read_marker,
                  run_streaming, source_args, tool_problem, uv_version_problem, venv_argv, write_imports_cache,
                  write_marker)
-from .compat import (MAJOR_MINIMUM, TOOLKIT_DRIVER, driver_check, lock_cuda, lock_requirements, marker_env, marker_holds,
-                     parse_tags, tag_installs, wheels_check)
+from .compat import MAJOR_MINIMUM, TOOLKIT_DRIVER, driver_check, lock_cuda, lock_requirements, needs, parse_tags
 from .builder import ARGUMENT_SPEC, MIN_PYTHON, REQUIRED_IF, VenvFailed, VenvManager
 
 __all__ = (
     "ARGUMENT_SPEC", "BuildProgress", "IMPORTS_CACHE", "MAJOR_MINIMUM", "MARKER", "MIN_PYTHON", "REQUIRED_IF",
-    "SealError", "TOOLKIT_DRIVER", "UV_MIN", "UV_MIN_WHY", "VenvFailed", "VenvManager", "VERIFY_CODE", "build_id",
-    "decide", "driver_check", "find_argv", "flash_attn_mismatches", "gpu_view", "imports_fingerprint", "install_steps",
-    "links_leaving", "lock_cuda", "lock_requirements", "marker_env", "marker_holds", "max_build_jobs", "open_writers", "parse_flash_attn_wheel",
-    "parse_lock", "parse_tags", "parse_verify", "prune", "read_imports_cache", "read_marker", "record_mismatches", "run_streaming", "seal",
-    "source_args", "tag_installs", "tool_problem", "uv_version_problem", "venv_argv", "wheels_check",
-    "write_imports_cache", "write_marker",
+    "SealError", "TOOLKIT_DRIVER", "UV_MIN", "UV_MIN_WHY", "VERIFY_CODE", "VenvFailed", "VenvManager", "build_id",
+    "decide", "driver_check", "find_argv", "flash_attn_mismatches", "gpu_view", "imports_fingerprint",
+    "install_steps", "links_leaving", "lock_cuda", "lock_requirements", "max_build_jobs", "needs", "open_writers",
+    "parse_flash_attn_wheel", "parse_lock", "parse_tags", "parse_verify", "prune", "read_imports_cache",
+    "read_marker", "record_mismatches", "run_streaming", "seal", "source_args", "tool_problem", "uv_version_problem",
+    "venv_argv", "write_imports_cache", "write_marker",
 )

@@ -14,13 +14,13 @@ Table 3, Linux x86_64): a CUDA major needs its minimum driver at all (minor vers
 Second link: the container's Python, glibc and machine against the wheels the lock pins. Their tags are read from the
 index's file names of the lock's own sha256s and kept beside the lock (``<lock>.tags``, tests/ci/lock.sh): 0.5.23
 ships one wheel, cp311-cp311-manylinux_2_34_x86_64 - CPython 3.11 only, glibc >= 2.34 (Debian 12 has 2.36, Ubuntu
-22.04 2.35, Debian 11 2.31). A pin counts when its marker holds for the container (PEP 508, evaluated here)."""
+22.04 2.35, Debian 11 2.31). Here: the lock's pins and markers, the tags record, and a pin's wheels in words; the
+check itself (PEP 508 markers and wheel tags, by ``packaging``) runs on the controller, plugins/plugin_utils/wheels.py."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import hashlib
 import re
 
 # CUDA major -> the minimum driver of minor version compatibility (Table 3, footnote: "CUDA Minor Version
@@ -91,7 +91,6 @@ def _cuda_for(driver_version):
 
 # -- the wheels of a lock against the container's interpreter ---------------------------------------------------------
 _REQ = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)\s*(?:;\s*([^\\]*?))?\s*\\?$")
-_MARKER_TOKEN = re.compile(r"\s*(\(|\)|===|==|!=|<=|>=|~=|<|>|not\s+in\b|in\b|and\b|or\b|'[^']*'|\"[^\"]*\"|[A-Za-z_.]+)")
 _LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
 
 
@@ -122,109 +121,7 @@ def parse_tags(text):
     return sha, tags
 
 
-def _ver(text):
-    return tuple(int(p) for p in re.findall(r"\d+", text))
-
-
-def marker_holds(marker, env):
-    """Whether a PEP 508 marker holds in ``env`` ({variable: value}); a variable env lacks makes it hold (the pin is
-    then checked rather than skipped)."""
-    tokens = [t.strip() for t in _MARKER_TOKEN.findall(marker)]
-    pos = [0]
-
-    def peek():
-        return tokens[pos[0]] if pos[0] < len(tokens) else None
-
-    def take():
-        pos[0] += 1
-        return tokens[pos[0] - 1]
-
-    def value(tok):
-        if tok[0] in "'\"":
-            return tok[1:-1], False
-        return env.get(tok), True
-
-    def atom():
-        if peek() == "(":
-            take()
-            r = disjunction()
-            take()
-            return r
-        left, op, right = take(), " ".join(take().split()), take()
-        (lv, lvar), (rv, rvar) = value(left), value(right)
-        if lv is None or rv is None:
-            return True
-        name = left if lvar else right
-        if op in ("in", "not in"):
-            return (lv in rv) == (op == "in")
-        if name in ("python_version", "python_full_version", "platform_release", "implementation_version"):
-            if op == "==" and rv.endswith(".*"):
-                return _ver(lv)[:len(_ver(rv[:-2]))] == _ver(rv[:-2])
-            if op == "!=" and rv.endswith(".*"):
-                return _ver(lv)[:len(_ver(rv[:-2]))] != _ver(rv[:-2])
-            lv, rv = _ver(lv), _ver(rv)
-        return {"==": lv == rv, "===": lv == rv, "!=": lv != rv, "<": lv < rv, "<=": lv <= rv, ">": lv > rv,
-                ">=": lv >= rv, "~=": lv >= rv}.get(op, True)
-
-    def chain(op, operand):
-        """operand (op operand)*: "and" binds tighter than "or" (disjunction is a chain of conjunctions); every
-        operand is read, whatever the value so far."""
-        r = operand()
-        while peek() == op:
-            take()
-            rhs = operand()
-            r = (r and rhs) if op == "and" else (r or rhs)
-        return r
-
-    def disjunction():
-        return chain("or", lambda: chain("and", atom))
-
-    return disjunction() if tokens else True
-
-
-def marker_env(python, machine):
-    """The marker variables of a CPython ``python`` (3.11.2) on Linux ``machine``."""
-    return {"python_version": ".".join(python.split(".")[:2]), "python_full_version": python, "sys_platform": "linux",
-            "platform_system": "Linux", "os_name": "posix", "platform_machine": machine, "implementation_name":
-            "cpython", "platform_python_implementation": "CPython", "implementation_version": python}
-
-
-def tag_installs(tag, python, glibc, machine):
-    """Whether a wheel tag (``cp311-cp311-manylinux_2_34_x86_64``, compressed sets allowed) installs on CPython
-    ``python`` with glibc ``glibc`` on ``machine``; ``sdist`` does (built from source)."""
-    if tag == "sdist":
-        return True
-    try:
-        pys, abis, plats = [part.split(".") for part in tag.split("-")]
-    except ValueError:
-        return False
-    minor = _ver(python)[:2]
-    libc = _ver(glibc)[:2]
-
-    def interp(py, abi):
-        m = re.match(r"^(cp|py)(\d)(\d*)$", py)
-        if not m or int(m.group(2)) != minor[0]:
-            return False
-        own = (int(m.group(2)), int(m.group(3))) if m.group(3) else None
-        if m.group(1) == "cp":
-            return own is not None and (own == minor if abi != "abi3" else own <= minor)
-        return abi == "none" and (own is None or own <= minor)
-
-    def platform(plat):
-        if plat == "any":
-            return True
-        m = re.match(r"^manylinux_(\d+)_(\d+)_(.+)$", plat)
-        if m:
-            return m.group(3) == machine and libc >= (int(m.group(1)), int(m.group(2)))
-        legacy, dummy, arch = plat.partition("_")
-        if legacy in _LEGACY:
-            return arch == machine and libc >= _LEGACY[legacy]
-        return plat == "linux_" + machine
-
-    return any(interp(py, abi) and platform(plat) for py in pys for abi in abis for plat in plats)
-
-
-def _needs(tags):
+def needs(tags):
     """What a pin's wheels ask for, in words (cp311-cp311-manylinux_2_34_x86_64: CPython 3.11, glibc >= 2.34, x86_64)."""
     said = []
     for tag in tags:
@@ -238,39 +135,3 @@ def _needs(tags):
         said.append("%s (%s%s%s)" % (tag, py, ", glibc >= %d.%d" % min(libcs) if libcs else "",
                                      ", " + "/".join(arch) if arch != ["any"] else ""))
     return "; ".join(said)
-
-
-def wheels_check(lock_text, tags_text, python, glibc, machine, packages=None, lock_name="the lock",
-                 where="the container"):
-    """{'level': ok|refuse|unknown, 'msg': words with the fix, 'problems': [pin, ...]} for installing the pins of a
-    lock (only those named in ``packages`` when given: a light build) on CPython ``python``, glibc ``glibc`` and
-    ``machine``, from the lock's tags record (``tags_text``, None when the lock has none)."""
-    out = {"python": python, "glibc": glibc, "machine": machine, "problems": []}
-    if tags_text is None:
-        return dict(out, level="unknown", msg="%s has no .tags record beside it (tests/ci/lock.sh write makes one): "
-                    "its wheels were not checked against %s" % (lock_name, where))
-    sha, tags = parse_tags(tags_text)
-    digest = hashlib.sha256(lock_text.encode("utf-8")).hexdigest()
-    if sha != digest:
-        return dict(out, level="refuse", msg="the .tags record beside %s is for another lock (lock-sha256 %s, the lock "
-                    "is %s): write both again with tests/ci/lock.sh write <version>" % (lock_name, sha, digest))
-    env = marker_env(python, machine)
-    wanted = set(_norm(p) for p in packages) if packages else None
-    for name, version, marker in lock_requirements(lock_text):
-        if (wanted is not None and name not in wanted) or not marker_holds(marker, env):
-            continue
-        pin = "%s==%s" % (name, version)
-        if not any(tag_installs(t, python, glibc, machine) for t in tags.get(pin, [])):
-            out["problems"].append("%s ships only %s" % (pin, _needs(tags.get(pin, [])) or "no file"))
-    out["problems"].sort(key=lambda x: (not x.startswith(("sglang==", "torch==")), x))  # the release first
-    if not out["problems"]:
-        return dict(out, level="ok", msg="every pin of %s installs on %s (CPython %s, glibc %s, %s)" % (
-            lock_name, where, python, glibc, machine))
-    return dict(out, level="refuse", msg=(
-        "%s does not install on %s (CPython %s, glibc %s, %s): %s. Point sglang_venv_python at an interpreter the "
-        "wheels are built for (the Python the tags name), or run the container from a template whose glibc is at least "
-        "the one named (Debian 12: 2.36, Ubuntu 24.04: 2.39, Ubuntu 22.04: 2.35), or pin a release whose lock installs "
-        "there (sglang_venv_sglang_version)" % (lock_name, where, python, glibc, machine,
-                                                "; ".join(out["problems"][:5]) + (
-                                                    " (and %d more)" % (len(out["problems"]) - 5)
-                                                    if len(out["problems"]) > 5 else ""))))
