@@ -15,7 +15,9 @@ LANE_B=(tests/lab:real              # the real SGLang 0.5.9 and 0.5.23: about 12
         roles/sglang_server:default  # 223: to lane b too - in the run of 3248446 lane a took 3271 s, lane b about
                                      # 2880 s (pytest 1008, real about 1350, the router 239)
         roles/lxc_gpu_passthrough:default   # 107 and 36: to lane b when multinode gained the real replicas (about
-        roles/lxc_gpu_passthrough:raw)      # 360 more in lane a) and every lab build its own download (no uv cache)
+        roles/lxc_gpu_passthrough:raw       # 360 more in lane a) and every lab build its own download (no uv cache)
+        roles/hf_model:default              # 133 and 73: to lane b when multinode gained the prefill/decode pair -
+        roles/pve_container:default)        # in the run of a072288 lane a took 4015 s, the pytest lane with lane b 3645
 # roles/sglang_router:default (207 s) moved to lane a when tests/lab:deploy (419 s) was folded into multinode: in the
 # run of 9afbbdd lane a took 3929 s, lane b about 4230 (pytest 1375, real about 1700)
 # roles/sglang_router:default (239 s) moved to lane a when the real scenario gained the upgrade to the real 0.5.23

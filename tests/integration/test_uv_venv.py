@@ -230,6 +230,38 @@ def test_a_source_build_reports_its_compile_steps_while_it_runs_and_no_binary_fo
     assert venv_python_says(site, "import slowext; print(slowext.__version__)") == "1.0+source"
 
 
+def test_a_build_is_private_to_its_builder_while_it_is_made_and_readable_once_sealed(site):
+    """#58 item 2: while a build is made nothing of it may be reachable by the serving account - uv leaves its venv's
+    .lock writable by all, and the lab's attacker (tests/lab/probes/build_attacker.py, as the serving account)
+    held it open so that the seal refused the build. The store watched during a slow source build: every build
+    directory not yet root's is 0700; the sealed one is root's 0755 and its .lock no longer writable by others."""
+    from make_wheel import make_sdist
+    make_sdist(site["wh"], "slowext", "1.0", steps=8, delay=0.3)
+    a = args(site, lock(site, "alpha==1.0"), extra=["slowext==1.0"], no_binary=["slowext"],
+             public_environment={"UV_CACHE_DIR": str(site["tmp"] / "uv-cache")})
+    store, modes, box = site["path"] + ".builds", set(), {}
+    worker = threading.Thread(target=lambda: box.update(r=run_module(M, a)))
+    worker.start()
+    while worker.is_alive():
+        try:
+            for name in os.listdir(store):
+                st = os.lstat(os.path.join(store, name))
+                if stat.S_ISDIR(st.st_mode) and not name.startswith(".scratch-") and not os.path.exists(
+                        os.path.join(store, name, ".gpuserve-build.json")):
+                    modes.add(stat.S_IMODE(st.st_mode))
+        except OSError:
+            pass
+        time.sleep(0.02)
+    worker.join()
+    r = box["r"]
+    assert r.get("failed") is not True, r.get("msg")
+    assert modes == {0o700}, sorted(oct(m) for m in modes)       # seen while made (about 2.4 s of compiling)
+    st = os.stat(r["build_path"])
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o755)
+    lock_file = os.path.join(r["build_path"], ".lock")
+    assert not os.path.exists(lock_file) or not os.stat(lock_file).st_mode & 0o022
+
+
 def test_a_failing_source_build_names_the_failure_not_uv_debug_noise(site):
     from make_wheel import make_sdist
     path = make_sdist(site["wh"], "brokenext", "1.0", steps=2, delay=0.0)

@@ -170,3 +170,11 @@ def test_each_inventory_wide_name_falls_back_to_one_value_everywhere():
     assert {"gpuserve_venv", "gpuserve_service_user", "gpuserve_service_group", "gpuserve_service_home"} <= set(found)
     split = {name: sorted(values) for name, values in found.items() if len(values) != 1}
     assert not split, "a name falls back to different values: %s" % {n: found[n] for n in split}
+
+
+def test_the_readme_is_at_most_250_lines():
+    """#61 item 6: the page Galaxy shows stays a user's page; detail goes to docs/ (testing.md holds what is not
+    exercised in full, the role READMEs the variables)."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    assert len(lines) <= 250, "README.md has %d lines: move detail to docs/" % len(lines)

@@ -449,6 +449,7 @@ class VenvManager(object):
             if not self.sealed():
                 self.seal()   # switching back to (or keeping) a build made before sealing
                 write_marker(build_dir, dict(self.marker, sealed=True))
+                os.chmod(build_dir, 0o755)
             return
         self.ensure_uv(self.result)
         if os.path.lexists(build_dir):
@@ -459,7 +460,10 @@ class VenvManager(object):
         # (root-owned, read-only) before it is switched in, so root never runs what the service could change
         os.chown(self.store, 0, 0)
         os.chmod(self.store, 0o755)
-        os.mkdir(build_dir, 0o755)
+        # 0700 while it is made: the serving account cannot reach a file of it (uv leaves its venv's .lock writable
+        # by all - the lab's attacker held it open for writing), so nothing it does can delay or taint the seal; the
+        # seal then makes it root's and opens it to readers (0755)
+        os.mkdir(build_dir, 0o700)
         if self.b.user is not None:
             os.chown(build_dir, self.b.user.pw_uid, self.b.user.pw_gid)
         scratch = self.scratch()
@@ -479,6 +483,7 @@ class VenvManager(object):
         write_marker(build_dir, dict(build=self.wanted, lock_sha256=self.lock_sha, python=self.py_version,
                                      packages=p["packages"], packages_no_deps=p["packages_no_deps"], extra=p["extra"],
                                      created=time.time(), sealed=True))
+        os.chmod(build_dir, 0o755)      # sealed (root's) and marked: the service reads and runs it from now on
 
     def scratch(self):
         """With no uv cache kept (UV_NO_CACHE), uv unpacks every wheel into a temporary cache and would then copy

@@ -69,3 +69,31 @@ def test_the_build_ran_as_a_build_account_apart_whose_cache_the_service_account_
     assert not host.file("/var/lib/sglang/.cache/uv").exists
     poison = host.run("runuser -u sglang -- touch /var/lib/sglang-build/.cache/uv/planted")
     assert poison.rc != 0 and "Permission denied" in poison.stderr
+
+
+def test_the_serving_account_attacking_a_build_in_progress_changes_nothing(host):
+    """#58 item 2 through the role, on the real build path: while the flash-attn source build ran (a build of its own,
+    about 12 s of compiling), the serving account tried the issue's attacks on it (tests/lab/probes/
+    build_attacker.py): a hard link of its own file into every directory of the unsealed build and into the stores,
+    each of the build's files opened for writing, a file planted in the build account's uv cache, and a uv.toml in
+    its home asking for symlinks into the cache (root planted the same in /etc/uv/uv.toml). Every attempt was refused,
+    none held a descriptor, and the sealed build in service has no link into a cache and no file with a second link."""
+    report = json.loads(host.file("/tmp/gpuserve-attacker.json").content_string)
+    print("the serving account's attacks on the build while it was made (%s s, %d passes): tried %s; refused %s; "
+          "worked %s" % (report["seconds"], report["passes"], report["tried"], report["refused"], report["succeeded"]))
+    build_uid = host.user("sglang-build").uid
+    assert report["uid"] == host.user("sglang").uid
+    seen = [path for path, uid in report["builds_seen"].items()
+            if path.startswith("/opt/sglang/venv-fa-source.builds/") and uid == build_uid]
+    assert seen, report            # the attacker saw the build while it was made (the build account's, not sealed)
+    assert report["succeeded"] == [] and report["held"] == 0, report
+    assert report["tried"].get("link", 0) > len(seen) and report["tried"].get("open_for_writing", 0) > 0, report
+    assert report["tried"].get("plant_in_cache", 0) > 0, report
+    refused = set(report["refused"])
+    assert {"link EACCES", "open_for_writing EACCES", "plant_in_cache EACCES"} <= refused, refused
+    assert host.file("/var/lib/sglang/.config/uv/uv.toml").contains("symlink")
+    target = host.file("/opt/sglang/venv-fa-source").linked_to
+    links = host.run("find %s/lib -type l -print -quit", target)
+    assert links.rc == 0 and links.stdout.strip() == "", links.stdout      # copy mode: no link into a cache
+    shared = host.run("find %s -type f -links +1 -print -quit", target)
+    assert shared.rc == 0 and shared.stdout.strip() == "", shared.stdout
