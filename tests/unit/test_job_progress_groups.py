@@ -168,3 +168,17 @@ def test_an_earlier_launchs_last_line_is_not_printed_and_each_line_names_its_lau
     # a download's progress (no server states) is printed from the first poll
     assert jp.fresh_line("model", json.dumps({"state": "downloading", "bytes_done": 1, "bytes_total": 2}), False)[1].startswith(
         "model: 0.0 of 0.0 MiB")
+
+
+def test_the_finished_jobs_last_document_is_its_last_line_when_it_says_something_new(jp):
+    """A download that completed between two polls: the finishing poll's progress file (written "complete" before the
+    job's result) gives the 100 % line; nothing when no live line of this job was seen, the file is empty, or the
+    line was the last one printed (CI: the last line printed was 87.5 % of a download that then completed)."""
+    done = json.dumps({"state": "complete", "bytes_done": 8 * 1048576, "bytes_total": 8 * 1048576,
+                       "rate_bytes_per_s": 0.3 * 1048576})
+    line = jp.last_word("org/model", done, True, "org/model: 7.0 of 8.0 MiB (87.5 %), 0.3 MiB/s")
+    assert line == "org/model: 8.0 of 8.0 MiB (100.0 %), 0.3 MiB/s"
+    assert jp.last_word("org/model", done, True, line) is None
+    assert jp.last_word("org/model", "", True, "x") is None
+    ready = json.dumps({"state": "ready", "message": "phase ready after 35 s"})
+    assert jp.last_word("sglang-tiny", ready, False, None) is None       # an earlier launch's word: never
