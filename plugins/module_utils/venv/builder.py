@@ -448,8 +448,7 @@ class VenvManager(object):
         if self.action not in ("build", "repair"):
             if not self.sealed():
                 self.seal()   # switching back to (or keeping) a build made before sealing
-                write_marker(build_dir, dict(self.marker, sealed=True))
-                os.chmod(build_dir, 0o755)
+                self.mark_sealed(dict(self.marker, sealed=True))
             return
         self.ensure_uv(self.result)
         if os.path.lexists(build_dir):
@@ -461,8 +460,8 @@ class VenvManager(object):
         os.chown(self.store, 0, 0)
         os.chmod(self.store, 0o755)
         # 0700 while it is made: the serving account cannot reach a file of it (uv leaves its venv's .lock writable
-        # by all - the lab's attacker held it open for writing), so nothing it does can delay or taint the seal; the
-        # seal then makes it root's and opens it to readers (0755)
+        # by all - the lab's attacker held it open for writing), so nothing it does can delay or taint the seal;
+        # mark_sealed opens it to readers once it is root's and marked
         os.mkdir(build_dir, 0o700)
         if self.b.user is not None:
             os.chown(build_dir, self.b.user.pw_uid, self.b.user.pw_gid)
@@ -480,10 +479,15 @@ class VenvManager(object):
             self.result.update(changed=False, build=self.active_id, build_path=self.active_target)
             self.fail("%s; the venv in service (%s) is untouched" % (failure, self.active_target or "none"))
         self.seal(fresh=True)
-        write_marker(build_dir, dict(build=self.wanted, lock_sha256=self.lock_sha, python=self.py_version,
-                                     packages=p["packages"], packages_no_deps=p["packages_no_deps"], extra=p["extra"],
-                                     created=time.time(), sealed=True))
-        os.chmod(build_dir, 0o755)      # sealed (root's) and marked: the service reads and runs it from now on
+        self.mark_sealed(dict(build=self.wanted, lock_sha256=self.lock_sha, python=self.py_version,
+                              packages=p["packages"], packages_no_deps=p["packages_no_deps"], extra=p["extra"],
+                              created=time.time(), sealed=True))
+
+    def mark_sealed(self, marker):
+        """After the seal: the marker written, then the build opened to readers (0755) - the service reads and runs it
+        from now on; before this it is 0700, its builder's alone."""
+        write_marker(self.build_dir, marker)
+        os.chmod(self.build_dir, 0o755)
 
     def scratch(self):
         """With no uv cache kept (UV_NO_CACHE), uv unpacks every wheel into a temporary cache and would then copy

@@ -27,7 +27,7 @@ def attempt(report, what, call, *args):
         key = "%s %s" % (what, errno.errorcode.get(e.errno, e.errno))
         report["refused"][key] = report["refused"].get(key, 0) + 1
         return None
-    report["succeeded"].append("%s %s" % (what, args[-1] if what != "open_for_writing" else args[0]))
+    report["succeeded"].append("%s %s" % (what, args[1] if call is os.link else args[0]))   # the path it reached
     return result
 
 
