@@ -46,7 +46,8 @@ def test_the_tarball_carries_the_content_and_nothing_of_the_tests_or_the_lab(ins
     assert not inside, inside[:20]
     for must in ("LICENSES/GPL-3.0-or-later.txt", "README.md", "CHANGELOG.rst", "meta/runtime.yml", "playbooks/plan.yml",
                  "plugins/modules/sglang_server.py", "roles/sglang_server/tasks/main.yml",
-                 "roles/sglang_venv/files/locks/sglang-0.5.9.lock", "inventory/example/hosts.yml"):
+                 "roles/sglang_venv/files/locks/sglang-0.5.9.lock", "inventory/example/hosts.yml",
+                 "docs/docsite/extra-docs.yml", "docs/docsite/rst/runbook_status.rst"):
         assert must in names, must
 
 
@@ -140,3 +141,14 @@ def test_the_release_step_gives_the_repository_address_from_one_setting_and_inve
         galaxy = yaml.safe_load(fh)
     assert info["repository"] == url and "repository" not in galaxy
     assert info["version"] == galaxy["version"] and info["issues"] is None and info["homepage"] is None
+    with tarfile.open(tarball[0]) as tar:
+        assert "docs/docsite/links.yml" not in tar.getnames()       # no tracker or edit link is known there
+    # a GitHub address gives the repository's own issue tracker and the docsite's edit links, nothing more
+    url = "https://github.com/gpuserve/sglang"
+    subprocess.run([script, str(tmp_path / "gh"), tree], capture_output=True, text=True, check=True,
+                   env=dict(os.environ, GPUSERVE_REPOSITORY_URL=url))
+    with tarfile.open(glob.glob(str(tmp_path / "gh" / "gpuserve-sglang-*.tar.gz"))[0]) as tar:
+        info = json.load(tar.extractfile("MANIFEST.json"))["collection_info"]
+        links = yaml.safe_load(tar.extractfile("docs/docsite/links.yml"))
+    assert info["repository"] == url and info["issues"] == url + "/issues" and info["homepage"] is None
+    assert links == {"edit_on_github": {"repository": "gpuserve/sglang", "branch": "main", "path_prefix": ""}}

@@ -18,22 +18,34 @@ from ansible_helpers import ROOT, VENV_BIN, ansible_env
 from test_deploy_playbook import ansible_playbook
 
 DOCS = ["README.md"] + sorted(glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)) + sorted(
-    glob.glob(os.path.join(ROOT, "roles", "*", "README.md")))
+    glob.glob(os.path.join(ROOT, "roles", "*", "README.md"))) + sorted(
+    glob.glob(os.path.join(ROOT, "docs", "docsite", "rst", "*.rst")))      # the runbooks (the docsite's extra docs)
 # hosts an example names as the operator's own (a second rank, a second replica); inventory/example has one CT
 OPERATORS_HOSTS = {"ct130"}
 ENV = ansible_env(ANSIBLE_NOCOLOR="1")
 
 
-def commands(text):
-    """The ansible-playbook and ansible commands of a markdown text: fenced blocks (continuation lines joined,
-    comments cut) and inline code spans."""
+def rst_blocks(text):
+    """The bodies of an RST page's code blocks (``.. code-block::`` and ``::``), their indentation taken off."""
+    bodies = []
+    for m in re.finditer(r"^( *)(?:\.\. code-block::.*|.*::)\n\n((?:\1 +\S.*\n|\n)+)", text, re.M):
+        lines = m.group(2).rstrip("\n").splitlines()
+        cut = min(len(line) - len(line.lstrip()) for line in lines if line.strip())
+        bodies.append("\n".join(line[cut:] for line in lines) + "\n")
+    return bodies
+
+
+def commands(text, rst=False):
+    """The ansible-playbook and ansible commands of a markdown (or RST) text: fenced (code-block) blocks
+    (continuation lines joined, comments cut) and inline code spans (literals)."""
     found = []
-    for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
+    for block in rst_blocks(text) if rst else re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
         for line in re.sub(r"\\\n\s*", " ", block).splitlines():
             line = line.split(" #", 1)[0].strip()
             if re.match(r"^(\S*/)?ansible(-playbook)? ", line):
                 found.append(line)
-    for span in re.findall(r"`([^`\n]+)`", text):
+    for span in re.findall(r"``([^`]+)``" if rst else r"`([^`\n]+)`", text):
+        span = " ".join(span.split())
         if re.match(r"^(\S*/)?ansible(-playbook)? ", span.strip()):
             found.append(span.strip())
     return found
@@ -154,7 +166,7 @@ def problems(cmd):
 def documented():
     for path in DOCS:
         with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
-            for cmd in commands(fh.read()):
+            for cmd in commands(fh.read(), rst=path.endswith(".rst")):
                 yield pytest.param(cmd, id="%s: %s" % (os.path.relpath(os.path.join(ROOT, path), ROOT), cmd[:70]))
 
 

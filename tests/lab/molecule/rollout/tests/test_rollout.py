@@ -2,7 +2,7 @@
 restarted once (a new launch each), both back in the router and healthy, the load generator's report: 0 failed of
 600, its p50/p99 printed with the requests per replica; then replica-b killed mid-load: at most its in-flight
 requests failed, the router excluded it and took it back after systemd restarted it (times printed). Then
-restart.yml as docs/runbooks/restart.md tells an operator to run it: one container at a time, each ready before
+restart.yml as docs/docsite/rst/runbook_restart.rst tells an operator to run it: one container at a time, each ready before
 the next is launched; a failed launch stops the roll with its facts, the next container untouched; --limit one."""
 import calendar
 import json
