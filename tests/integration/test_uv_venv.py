@@ -1,5 +1,7 @@
 """uv_venv through Ansible with the real uv, real venvs and a local wheelhouse (no network): build, no-op,
 switch, prune, repair after an interruption, and refusals that leave the venv in service untouched."""
+import functools
+import http.server
 import io
 import json
 import os
@@ -228,6 +230,68 @@ def test_a_source_build_reports_its_compile_steps_while_it_runs_and_no_binary_fo
     assert seen[0]["step"] == 1 and seen[0]["steps"] == 2           # the lock's sync first, then the extra
     assert not os.path.exists(progress)                               # gone when the build ends
     assert venv_python_says(site, "import slowext; print(slowext.__version__)") == "1.0+source"
+
+
+class _SlowWheels(http.server.SimpleHTTPRequestHandler):
+    """A find-links page over HTTP whose wheels come at about 2 MiB/s - as an index does, only slower, so that a
+    download is seen in progress (uv names a file over 1 MiB as it fetches it, with its size)."""
+
+    def copyfile(self, source, outputfile):
+        if not self.path.endswith(".whl"):
+            return super().copyfile(source, outputfile)
+        while True:
+            chunk = source.read(256 << 10)
+            if not chunk:
+                return None
+            outputfile.write(chunk)
+            time.sleep(0.12)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_default_build_reports_packages_resolved_and_fetched_and_the_bytes_downloaded(site):
+    """#62 item 7: the default build (4.5 GB downloaded for the 0.5.9 lock) is the longest step; run async by the role,
+    the module writes uv's own phases to the progress file as they come: the packages resolved and to fetch, the large
+    files with their bytes as they download, then installed - the same file and poller as a source build."""
+    make_wheel(site["wh"], "bigone", "1.0", payload_bytes=3 << 20)
+    make_wheel(site["wh"], "bigtwo", "1.0", payload_bytes=2 << 20)
+    lk = lock(site, "alpha==1.0", "bigone==1.0", "bigtwo==1.0")      # hashed from the same files the server sends
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_SlowWheels, directory=site["wh"]))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    progress = str(site["tmp"] / "venv.progress.json")
+    a = args(site, lk, find_links=["http://127.0.0.1:%d/" % server.server_address[1]], progress_file=progress,
+             public_environment={"UV_CACHE_DIR": str(site["tmp"] / "uv-cache")})
+    seen, box = [], {}
+    worker = threading.Thread(target=lambda: box.update(r=run_module(M, a)))
+    worker.start()
+    try:
+        while worker.is_alive():
+            try:
+                with open(progress) as f:
+                    doc = json.load(f)
+            except (OSError, ValueError):
+                doc = None
+            if doc and (not seen or doc != seen[-1]):
+                seen.append(doc)
+            time.sleep(0.05)
+        worker.join()
+    finally:
+        server.shutdown()
+    r = box["r"]
+    assert r.get("failed") is not True, r.get("msg")
+    assert r["decision"] == "build" and not os.path.exists(progress)
+    total = sum(os.path.getsize(os.path.join(site["wh"], w)) for w in os.listdir(site["wh"]) if w.startswith("big"))
+    downloading = [d for d in seen if d.get("large_total") == 2]
+    assert downloading, seen
+    # both large files named with their sizes (uv's one decimal of MiB), seen part way and then whole
+    assert all(abs(d["bytes_total"] - total) < 0.1 * (1 << 20) for d in downloading), (total, downloading[-1])
+    assert any(d["bytes_done"] < d["bytes_total"] for d in downloading), downloading
+    assert downloading[-1]["large_done"] == 2 and downloading[-1]["bytes_done"] == downloading[-1]["bytes_total"]
+    assert any(re.match(r"^step 1 of 1 \(uv pip sync of \S+app\.lock\) after \d+ s: 4 packages resolved, 4 to fetch; "
+                        r"\d+\.\d MiB of 5\.0 MiB downloaded \([01] of 2 large files\)$", d["message"])
+               for d in downloading), [d["message"] for d in downloading]
+    assert venv_python_says(site, "import bigone, bigtwo; print(bigone.__version__, bigtwo.__version__)") == "1.0 1.0"
 
 
 def test_a_build_is_private_to_its_builder_while_it_is_made_and_readable_once_sealed(site):

@@ -13,6 +13,7 @@ import base64
 import hashlib
 import io
 import os
+import random
 import tarfile
 import zipfile
 
@@ -22,13 +23,16 @@ def _record_line(path, data):
     return "%s,sha256=%s,%d" % (path, digest, len(data))
 
 
-def make_wheel(outdir, name, version, local_tag=None, python_tag="py3", abi_tag="none", platform="any", requires=()):
-    """Write <outdir>/<name>-<version>[+local]-<tags>.whl and return its path."""
+def make_wheel(outdir, name, version, local_tag=None, python_tag="py3", abi_tag="none", platform="any", requires=(),
+               payload_bytes=0):
+    """Write <outdir>/<name>-<version>[+local]-<tags>.whl and return its path. ``payload_bytes``: a data file of that
+    many bytes that do not compress (the same for the same name), stored as they are - a wheel of a known size."""
     mod = name.replace("-", "_").lower()
     full = version + ("+" + local_tag if local_tag else "")
     dist = "%s-%s.dist-info" % (mod, full)
     files = {
         "%s/__init__.py" % mod: ("__version__ = %r\n" % full).encode(),
+        **({"%s/payload.bin" % mod: random.Random(name).randbytes(payload_bytes)} if payload_bytes else {}),
         "%s/METADATA" % dist: ("Metadata-Version: 2.1\nName: %s\nVersion: %s\n%s" % (
             name, full, "".join("Requires-Dist: %s\n" % r for r in requires))).encode(),
         "%s/WHEEL" % dist: ("Wheel-Version: 1.0\nGenerator: gpuserve-tests\nRoot-Is-Purelib: true\nTag: %s-%s-%s\n"
@@ -40,7 +44,8 @@ def make_wheel(outdir, name, version, local_tag=None, python_tag="py3", abi_tag=
     os.makedirs(outdir, exist_ok=True)
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for p, d in files.items():
-            z.writestr(zipfile.ZipInfo(p, date_time=(2026, 1, 1, 0, 0, 0)), d)
+            z.writestr(zipfile.ZipInfo(p, date_time=(2026, 1, 1, 0, 0, 0)), d,
+                       compress_type=zipfile.ZIP_STORED if p.endswith("payload.bin") else zipfile.ZIP_DEFLATED)
     return path
 
 

@@ -406,3 +406,63 @@ def test_a_uv_older_than_the_builds_options_is_named_with_the_oldest_that_takes_
     with open(os.path.join(ROOT, "roles", "sglang_venv", "vars", "main.yml")) as fh:
         role = yaml.safe_load(fh)
     assert (role["__sglang_venv_uv_min"], role["__sglang_venv_uv_min_why"]) == (uv.UV_MIN, uv.UV_MIN_WHY)
+
+
+# uv 0.9.30's own lines of a real `uv pip sync -v` (numpy's from PyPI; the DEBUG ones abridged), in the order it
+# printed them
+UV_SYNC = """DEBUG uv 0.9.30
+Using Python 3.11.7 environment at: v
+Resolved 3 packages in 86ms
+DEBUG Identified uncached distribution: idna==3.10
+DEBUG Identified uncached distribution: certifi==2025.8.3
+DEBUG Identified uncached distribution: numpy==2.2.6
+DEBUG Sending fresh GET request for: https://files.pythonhosted.org/packages/b3/dd/numpy-2.2.6-cp311-cp311-manylinux_2_17_x86_64.whl
+Downloading numpy (16.0MiB)
+Downloading torch (846.1MiB)
+ Downloaded numpy
+Prepared 3 packages in 1.93s
+Installed 3 packages in 110ms
+DEBUG Starting 2 bytecode compilation workers
+Bytecode compiled 503 files in 3.44s
+ + certifi==2025.8.3
+"""
+
+
+def test_build_progress_follows_uvs_own_phases_resolved_fetched_downloaded_bytes_installed_compiled():
+    """#62 item 7: the default build's progress - the packages resolved and to fetch, the large files with their
+    bytes as uv downloads them, then installed and compiled - from uv -v's lines (there is no byte count of the
+    files under 1 MiB, which uv does not name)."""
+    p = uv.BuildProgress(2)
+    p.start("uv pip sync of sglang-0.5.9.lock")
+    said = []
+    for line in UV_SYNC.splitlines(True):
+        if p.feed(line):
+            said.append(p.message(5))
+    prefix = "step 1 of 2 (uv pip sync of sglang-0.5.9.lock) after 5 s: "
+    assert [s[len(prefix):] for s in said] == [
+        "3 packages resolved",
+        "3 packages resolved, 1 to fetch",
+        "3 packages resolved, 2 to fetch",
+        "3 packages resolved, 3 to fetch",
+        "3 packages resolved, 3 to fetch; 0.0 MiB of 16.0 MiB downloaded (0 of 1 large files)",
+        "3 packages resolved, 3 to fetch; 0.0 MiB of 862.1 MiB downloaded (0 of 2 large files)",
+        "3 packages resolved, 3 to fetch; 16.0 MiB of 862.1 MiB downloaded (1 of 2 large files)",
+        "3 packages resolved, 3 fetched (862.1 MiB); installing",
+        "3 packages installed, compiling bytecode",
+        "3 packages installed, 503 files compiled",
+    ] and all(s.startswith(prefix) for s in said)
+    doc = p.doc(5)
+    assert (doc["resolved"], doc["to_fetch"], doc["installed"], doc["large_done"], doc["large_total"]) == (3, 3, 3, 1, 2)
+    assert doc["bytes_done"] == 16 << 20 and doc["bytes_total"] == int(846.1 * (1 << 20)) + (16 << 20)
+    p.start("uv pip install --no-deps x")              # the next step counts from nothing
+    assert p.message(7) == "step 2 of 2 (uv pip install --no-deps x) after 7 s" and p.doc(7)["bytes_total"] == 0
+
+
+def test_build_progress_sizes_read_in_every_unit_uv_prints():
+    p = uv.BuildProgress(1)
+    p.start("s")
+    for line in ("Downloading a (512.0KiB)", "Downloading b (2.5GiB)", "Downloading c (10B)", "Downloading d (1.5 MiB)",
+                 " Downloaded b", " Downloaded zzz"):
+        p.feed(line)
+    assert p.large == {"a": 512 << 10, "b": int(2.5 * (1 << 30)), "c": 10}      # "1.5 MiB" is not uv's form
+    assert p.large_done == {"b"} and "2.5 GiB of 2.5 GiB downloaded (1 of 3 large files)" in p.message(0)
