@@ -7,7 +7,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(BIN):$(PATH)
 
-.PHONY: test deps collection tarball lint sanity unit targets integration oracle wording bench lab lab-down molecule plan dashboard clean
+.PHONY: test deps collection tarball lint sanity unit targets core-floor integration oracle wording bench lab lab-down molecule plan dashboard clean
 
 ## Run every check, failing fast, then print a summary.
 test: deps
@@ -36,6 +36,10 @@ unit: deps collection
 ## The unit tests that need no ansible-core again under the targets' Pythons (3.10, 3.12, 3.13: nodes and containers).
 targets: deps
 	tests/ci/targets.sh
+
+## The oldest ansible-core claimed (meta/runtime.yml): its unit tests, plan.yml, its sanity and the lab's smoke scenario.
+core-floor: deps collection
+	tests/ci/core-floor.sh
 
 integration: deps collection
 	$(BIN)/pytest -q tests/integration

@@ -78,6 +78,9 @@ install_locked .venv-hflib "$(command -v /usr/bin/python3 || command -v python3)
 # apart from the toolchain above: its web and Sphinx stack must not move those pins (#62 item 1)
 install_locked .venv-docs "$(command -v python3)" "$locks/docs.lock"
 
+# the oldest ansible-core the collection claims (meta/runtime.yml), for tests/ci/core-floor.sh (#62 item 5)
+install_locked .venv-core-floor "$(command -v python3)" "$locks/core-floor.lock"
+
 # The SGLang router at the role's pinned, hash-checked lock (roles/sglang_router/files/locks), for the router tests
 # (the real router: a Rust binary in a wheel, CPU only).
 install_locked .venv-router "$(command -v python3)" roles/sglang_router/files/locks/sglang-router-0.3.2.lock

@@ -28,6 +28,7 @@ VENVS = {
     ".venv-hub": ["hub.lock"],
     ".venv-hflib": ["hflib.lock"],
     ".venv-docs": ["docs.lock"],
+    ".venv-core-floor": ["core-floor.lock"],
     ".venv-router": [os.path.join(ROOT, "roles", "sglang_router", "files", "locks", "sglang-router-0.3.2.lock")],
 }
 TARGETS = os.path.join(ROOT, "build", "ci", "targets")   # tests/ci/targets.sh: py3.10, py3.12, py3.13

@@ -4,7 +4,8 @@
 # its own (tests/lab/lab.py slots 0 and 1):
 #   lab lane (foreground):       plan.yml, then molecule lane a (most scenarios)
 #   pytest lane (background):    locks, the planner oracle, unit + integration, the unit tests again under the
-#                                targets' Pythons, then molecule lane b
+#                                targets' Pythons, the oldest ansible-core claimed (core-floor.sh: its own
+#                                ansible-test, run while no other runs), then molecule lane b
 # The pytest lane's output is kept in build/ci/pytest-lane.log and printed when both are done. The lanes share no
 # state: the integration tests use loopback servers on free ports, never a lab; the two labs have their own
 # host, address, Hub port and state directory; build/collections and the images are only read.
@@ -92,6 +93,8 @@ side_end "$importer_pid" importer; importer=$?
   lane "planner oracle (SGLang 0.5.9's and 0.5.23's own code, >= 2000 scenarios each)" tests/oracle/oracle.sh
   lane "pytest unit + integration" pytest -q -p no:cacheprovider tests/unit tests/integration
   lane "module_utils under the targets' Pythons (3.10, 3.12, 3.13)" tests/ci/targets.sh
+  lane "the oldest ansible-core claimed: its unit tests, plan.yml, sanity, the lab's smoke (tests/ci/core-floor.sh)" \
+    tests/ci/core-floor.sh 1
   lane "molecule scenarios, lane b (lab slot 1)" tests/ci/molecule-all.sh b
   printf '%s\n' "${summary[@]}" > "$lane_dir/pytest-lane.summary"
 ) > "$lane_dir/pytest-lane.log" 2>&1 &

@@ -79,6 +79,16 @@ def test_the_targets_run_the_toolchains_pytest_and_pyyaml():
         assert targets[name] == dev[name], name
 
 
+def test_the_floor_differs_from_the_toolchain_in_ansible_core_alone():
+    """#62 item 5: tests/ci/core-floor.sh runs the unit tests with the oldest ansible-core claimed; every other package
+    both venvs hold is at the toolchain's version, so what differs between the two runs is ansible-core."""
+    dev, floor = locked.pins(os.path.join(LOCKS, "dev.lock")), locked.pins(os.path.join(LOCKS, "core-floor.lock"))
+    with open(os.path.join(ROOT, "meta", "runtime.yml"), encoding="utf-8") as fh:
+        claimed = re.search(r'^requires_ansible: ">=([0-9.]+)"', fh.read(), re.M).group(1)
+    assert floor["ansible-core"] == {claimed} != dev["ansible-core"]
+    assert {n: v for n, v in floor.items() if n != "ansible-core" and dev.get(n, v) != v} == {}
+
+
 def test_the_toolchain_keeps_a_cryptography_that_does_not_warn_on_ansible_cores_import():
     """cryptography 51 warns (DSA deprecated) on an import ansible-core 2.19 makes: sanity's ansible-doc test fails."""
     assert locked.pins(os.path.join(LOCKS, "dev.lock"))["cryptography"] == {"50.0.2"}
