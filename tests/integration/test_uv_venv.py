@@ -285,9 +285,9 @@ def test_the_default_build_reports_packages_resolved_and_fetched_and_the_bytes_d
     downloading = [d for d in seen if d.get("large_total") == 2]
     assert downloading, seen
     # both large files named with their sizes (uv's one decimal of MiB), seen part way and then whole
-    assert all(abs(d["bytes_total"] - total) < 0.1 * (1 << 20) for d in downloading), (total, downloading[-1])
-    assert any(d["bytes_done"] < d["bytes_total"] for d in downloading), downloading
-    assert downloading[-1]["large_done"] == 2 and downloading[-1]["bytes_done"] == downloading[-1]["bytes_total"]
+    assert all(abs(d["download_bytes"] - total) < 0.1 * (1 << 20) for d in downloading), (total, downloading[-1])
+    assert any(d["downloaded_bytes"] < d["download_bytes"] for d in downloading), downloading
+    assert downloading[-1]["large_done"] == 2 and downloading[-1]["downloaded_bytes"] == downloading[-1]["download_bytes"]
     assert any(re.match(r"^step 1 of 1 \(uv pip sync of \S+app\.lock\) after \d+ s: 4 packages resolved, 4 to fetch; "
                         r"\d+\.\d MiB of 5\.0 MiB downloaded \([01] of 2 large files\)$", d["message"])
                for d in downloading), [d["message"] for d in downloading]

@@ -182,3 +182,16 @@ def test_the_finished_jobs_last_document_is_its_last_line_when_it_says_something
     assert jp.last_word("org/model", "", True, "x") is None
     ready = json.dumps({"state": "ready", "message": "phase ready after 35 s"})
     assert jp.last_word("sglang-tiny", ready, False, None) is None       # an earlier launch's word: never
+
+
+def test_a_venv_builds_progress_is_printed_as_its_own_words_not_as_a_download(jp):
+    """The lab caught it: a build's progress document once carried bytes_done/bytes_total, and the poller printed it as
+    a model download's line ("0.0 of 5.0 MiB (0.0 %), 0.0 MiB/s"), dropping the packages resolved and the step."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils.venv import BuildProgress  # pylint: disable=import-outside-toplevel
+    p = BuildProgress(1)
+    p.start("uv pip sync of sglang-0.5.9.lock")
+    for line in ("Resolved 212 packages in 1.2s", "Downloading torch (846.1MiB)"):
+        p.feed(line)
+    assert jp.progress_line("venv /opt/sglang/venv", p.doc(95)) == (
+        "venv /opt/sglang/venv: step 1 of 1 (uv pip sync of sglang-0.5.9.lock) after 95 s: 212 packages resolved; "
+        "0.0 MiB of 846.1 MiB downloaded (0 of 1 large files)")

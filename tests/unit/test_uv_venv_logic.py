@@ -453,9 +453,9 @@ def test_build_progress_follows_uvs_own_phases_resolved_fetched_downloaded_bytes
     ] and all(s.startswith(prefix) for s in said)
     doc = p.doc(5)
     assert (doc["resolved"], doc["to_fetch"], doc["installed"], doc["large_done"], doc["large_total"]) == (3, 3, 3, 1, 2)
-    assert doc["bytes_done"] == 16 << 20 and doc["bytes_total"] == int(846.1 * (1 << 20)) + (16 << 20)
+    assert doc["downloaded_bytes"] == 16 << 20 and doc["download_bytes"] == int(846.1 * (1 << 20)) + (16 << 20)
     p.start("uv pip install --no-deps x")              # the next step counts from nothing
-    assert p.message(7) == "step 2 of 2 (uv pip install --no-deps x) after 7 s" and p.doc(7)["bytes_total"] == 0
+    assert p.message(7) == "step 2 of 2 (uv pip install --no-deps x) after 7 s" and p.doc(7)["download_bytes"] == 0
 
 
 def test_build_progress_sizes_read_in_every_unit_uv_prints():

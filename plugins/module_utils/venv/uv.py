@@ -260,7 +260,7 @@ class BuildProgress(object):
         return {"state": "building", "message": self.message(elapsed), "step": self.step, "steps": self.steps,
                 "compiled": self.compiled, "compile_total": self.compile_total, "package": self.package,
                 "resolved": self.resolved, "to_fetch": self.to_fetch, "installed": self.installed,
-                "bytes_done": self.bytes_done(), "bytes_total": sum(self.large.values()),
+                "downloaded_bytes": self.bytes_done(), "download_bytes": sum(self.large.values()),
                 "large_done": len(self.large_done), "large_total": len(self.large), "elapsed_s": round(elapsed, 1)}
 
 
