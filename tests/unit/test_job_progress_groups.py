@@ -194,4 +194,4 @@ def test_a_venv_builds_progress_is_printed_as_its_own_words_not_as_a_download(jp
         p.feed(line)
     assert jp.progress_line("venv /opt/sglang/venv", p.doc(95)) == (
         "venv /opt/sglang/venv: step 1 of 1 (uv pip sync of sglang-0.5.9.lock) after 95 s: 212 packages resolved; "
-        "0.0 MiB of 846.1 MiB downloaded (0 of 1 large files)")
+        "0.0 MiB of 846.1 MiB downloaded (0 of 1 large file)")

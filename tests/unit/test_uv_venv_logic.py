@@ -444,7 +444,7 @@ def test_build_progress_follows_uvs_own_phases_resolved_fetched_downloaded_bytes
         "3 packages resolved, 1 to fetch",
         "3 packages resolved, 2 to fetch",
         "3 packages resolved, 3 to fetch",
-        "3 packages resolved, 3 to fetch; 0.0 MiB of 16.0 MiB downloaded (0 of 1 large files)",
+        "3 packages resolved, 3 to fetch; 0.0 MiB of 16.0 MiB downloaded (0 of 1 large file)",
         "3 packages resolved, 3 to fetch; 0.0 MiB of 862.1 MiB downloaded (0 of 2 large files)",
         "3 packages resolved, 3 to fetch; 16.0 MiB of 862.1 MiB downloaded (1 of 2 large files)",
         "3 packages resolved, 3 fetched (862.1 MiB); installing",
@@ -456,6 +456,9 @@ def test_build_progress_follows_uvs_own_phases_resolved_fetched_downloaded_bytes
     assert doc["downloaded_bytes"] == 16 << 20 and doc["download_bytes"] == int(846.1 * (1 << 20)) + (16 << 20)
     p.start("uv pip install --no-deps x")              # the next step counts from nothing
     assert p.message(7) == "step 2 of 2 (uv pip install --no-deps x) after 7 s" and p.doc(7)["download_bytes"] == 0
+    for line in ("Resolved 1 package in 3ms", "Downloading x (2.0MiB)"):     # one, in the singular
+        p.feed(line)
+    assert p.message(7).endswith(": 1 package resolved; 0.0 MiB of 2.0 MiB downloaded (0 of 1 large file)")
 
 
 def test_build_progress_sizes_read_in_every_unit_uv_prints():

@@ -160,6 +160,10 @@ _UV_COMPILED = re.compile(r"^Bytecode compiled (\d+) files?\b")
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
+def _count(n, what):
+    return "%d %s%s" % (n, what, "" if n == 1 else "s")
+
+
 def _size(n):
     return "%.1f GiB" % (n / float(1 << 30)) if n >= 1 << 30 else "%.1f MiB" % (n / float(1 << 20))
 
@@ -231,16 +235,16 @@ class BuildProgress(object):
 
     def _uv_message(self):
         if self.installed is not None:
-            return "%d packages installed, %s" % (self.installed, "%d files compiled" % self.bytecode
-                                                  if self.bytecode is not None else "compiling bytecode")
-        said = ["%d packages resolved" % self.resolved] if self.resolved is not None else []
+            return "%s installed, %s" % (_count(self.installed, "package"), _count(self.bytecode, "file") + " compiled"
+                                         if self.bytecode is not None else "compiling bytecode")
+        said = [_count(self.resolved, "package") + " resolved"] if self.resolved is not None else []
         if self.prepared is not None:
             return ", ".join(said + ["%d fetched%s; installing" % (
                 self.to_fetch, " (%s)" % _size(sum(self.large.values())) if self.large else "")])
         if self.to_fetch:
             said.append("%d to fetch" % self.to_fetch)
-        down = "%s of %s downloaded (%d of %d large files)" % (
-            _size(self.bytes_done()), _size(sum(self.large.values())), len(self.large_done), len(self.large))
+        down = "%s of %s downloaded (%d of %s)" % (_size(self.bytes_done()), _size(sum(self.large.values())),
+                                                   len(self.large_done), _count(len(self.large), "large file"))
         return "; ".join(([", ".join(said)] if said else []) + ([down] if self.large else []))
 
     def message(self, elapsed):
