@@ -197,15 +197,8 @@ def test_a_python_2_interpreter_is_named_as_such_and_nothing_is_built(site, tmp_
     assert not os.path.lexists(site["path"]) and not os.path.exists(site["path"] + ".builds")
 
 
-def test_a_source_build_reports_its_compile_steps_while_it_runs_and_no_binary_forces_the_source(site):
-    """flash-attn from source takes hours: the module, run async by the role, writes the step and ninja's
-    [k/N] counts (read from uv -v, which streams the build backend's output) to a progress file as they come."""
-    from make_wheel import make_sdist
-    make_sdist(site["wh"], "slowext", "1.0", steps=8, delay=0.3)
-    make_wheel(site["wh"], "slowext", "1.0")          # a wheel beside it: no_binary must still build the source
-    progress = str(site["tmp"] / "venv.progress.json")
-    a = args(site, lock(site, "alpha==1.0"), extra=["slowext==1.0"], no_binary=["slowext"], progress_file=progress,
-             public_environment={"UV_CACHE_DIR": str(site["tmp"] / "uv-cache")})   # no earlier build of it cached
+def build_watching(a, progress):
+    """Run the module with ``a`` while reading its progress file every 50 ms: (its result, each new document seen)."""
     seen, box = [], {}
     worker = threading.Thread(target=lambda: box.update(r=run_module(M, a)))
     worker.start()
@@ -219,7 +212,19 @@ def test_a_source_build_reports_its_compile_steps_while_it_runs_and_no_binary_fo
             seen.append(doc)
         time.sleep(0.05)
     worker.join()
-    r = box["r"]
+    return box["r"], seen
+
+
+def test_a_source_build_reports_its_compile_steps_while_it_runs_and_no_binary_forces_the_source(site):
+    """flash-attn from source takes hours: the module, run async by the role, writes the step and ninja's
+    [k/N] counts (read from uv -v, which streams the build backend's output) to a progress file as they come."""
+    from make_wheel import make_sdist
+    make_sdist(site["wh"], "slowext", "1.0", steps=8, delay=0.3)
+    make_wheel(site["wh"], "slowext", "1.0")          # a wheel beside it: no_binary must still build the source
+    progress = str(site["tmp"] / "venv.progress.json")
+    a = args(site, lock(site, "alpha==1.0"), extra=["slowext==1.0"], no_binary=["slowext"], progress_file=progress,
+             public_environment={"UV_CACHE_DIR": str(site["tmp"] / "uv-cache")})   # no earlier build of it cached
+    r, seen = build_watching(a, progress)
     assert r.get("failed") is not True, r.get("msg")
     assert r["decision"] == "build"
     counts = sorted(set(d["compiled"] for d in seen if d.get("compile_total") == 8))
@@ -262,23 +267,10 @@ def test_the_default_build_reports_packages_resolved_and_fetched_and_the_bytes_d
     progress = str(site["tmp"] / "venv.progress.json")
     a = args(site, lk, find_links=["http://127.0.0.1:%d/" % server.server_address[1]], progress_file=progress,
              public_environment={"UV_CACHE_DIR": str(site["tmp"] / "uv-cache")})
-    seen, box = [], {}
-    worker = threading.Thread(target=lambda: box.update(r=run_module(M, a)))
-    worker.start()
     try:
-        while worker.is_alive():
-            try:
-                with open(progress) as f:
-                    doc = json.load(f)
-            except (OSError, ValueError):
-                doc = None
-            if doc and (not seen or doc != seen[-1]):
-                seen.append(doc)
-            time.sleep(0.05)
-        worker.join()
+        r, seen = build_watching(a, progress)
     finally:
         server.shutdown()
-    r = box["r"]
     assert r.get("failed") is not True, r.get("msg")
     assert r["decision"] == "build" and not os.path.exists(progress)
     total = sum(os.path.getsize(os.path.join(site["wh"], w)) for w in os.listdir(site["wh"]) if w.startswith("big"))
