@@ -60,3 +60,32 @@ def test_the_module_refuses_it_with_the_same_words():
     with pytest.raises(SM.PlanRefused) as exc:
         SM.plan_request(model_config=llama(), gpus=gpus_from_facts("h200x1.smi.csv"))
     assert exc.value.msg.startswith("NVIDIA H200 (GPU 0) has compute capability 9.0")
+
+
+@pytest.mark.parametrize("release", ["0.5.9", "0.5.23"])
+def test_below_sm75_is_refused_with_sglangs_own_words_whatever_the_backend(release):
+    """Both releases stop at weight loading below sm75 (major < 8 and minor < 5: "SGLang only supports sm75 and
+    above.", 0.5.9 model_runner.py load_model, 0.5.23 load_model_utils.py) - an attention backend does not help."""
+    v100 = [dict(gpus_from_facts("a6000x2.smi.csv")[0], name="Tesla V100-SXM2-32GB", compute_cap="7.0")]
+    for args in ({}, {"attention_backend": "triton"}):
+        with pytest.raises(SM.PlanError) as exc:
+            SM.plan(llama(), v100, args, release=release)
+        said = str(exc.value)
+        assert said.startswith("Tesla V100-SXM2-32GB (GPU 0) has compute capability 7.0: SGLang %s stops at weight "
+                               'loading with "SGLang only supports sm75 and above."' % release), said
+        assert "Nothing was planned" in said
+
+
+def test_below_sm80_is_planned_in_float16_whatever_dtype_says():
+    """Below sm80 SGLang sets dtype to float16 itself ("Compute capability below sm80. Use float16 due to lack of
+    bfloat16 support."): a float32 launch on a Turing card (7.5) is planned as a float16 one - weights and KV at two
+    bytes - and says so; on Ampere the same args keep float32's four."""
+    a6000 = gpus_from_facts("a6000x2.smi.csv")[:1]
+    turing = [dict(a6000[0], name="Quadro RTX 8000", compute_cap="7.5")]
+    args = {"attention_backend": "triton", "dtype": "float32"}
+    on_turing = SM.plan(llama(), turing, args)
+    as_fp16 = SM.plan(llama(), a6000, dict(args, dtype="float16"))
+    as_fp32 = SM.plan(llama(), a6000, args)
+    assert on_turing["max_total_num_tokens"] == as_fp16["max_total_num_tokens"] > as_fp32["max_total_num_tokens"]
+    assert any("below sm80" in n and "float16" in n for n in on_turing["notes"])
+    assert not any("below sm80" in n for n in as_fp16["notes"] + as_fp32["notes"])

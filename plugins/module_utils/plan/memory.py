@@ -16,11 +16,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
+
 from .chart import explain
 from .model import (CUDA_CONTEXT_GIB, DRIVER_RESERVED_GIB, GIB, MIB, Model, NCCL_GIB, PlanError, ServerArgs,
                     WORKSPACE_GIB, _dtype_bytes, as_server_args)
-from .sizes import (_refusals, _validate, cell_size, compute_capability_problem, kv_dtype_bytes, kv_layers,
-                    mamba_per_request, outside_static_gb, pp_layer_range, spec_params, static_rest_gb)
+from .sizes import (_refusals, _validate, below_sm80, cell_size, compute_capability_problem, kv_dtype_bytes,
+                    kv_layers, mamba_per_request, outside_static_gb, pp_layer_range, spec_params, static_rest_gb)
 from . import v059, v0523
 
 # each release's answers at the steps where the releases differ; _Sizing asks the launch's, chosen once
@@ -91,6 +93,11 @@ class _Sizing(object):
         problem = compute_capability_problem(self.used, a, rules.release)
         if problem:
             raise PlanError(problem)
+        if below_sm80(self.used) and str(a.dtype).lower() != "float16":
+            a = self.a = copy.copy(a)
+            a.dtype = "float16"                  # SGLang's own override below sm80 (sizes.below_sm80)
+            self.notes.append("Compute capability below sm80: SGLang loads the model in float16 (no bfloat16), "
+                              "whatever dtype says; planned so.")
         gpu_mem = min(float(g["memory_total_mib"]) for g in self.gpus)
         self.algo, self.steps, self.topk, self.draft_tokens = spec_params(model, a, rules)
         chunk_d, bs_d = rules.buckets(gpu_mem, tp)

@@ -117,11 +117,35 @@ def spec_params(model, args, rules):
 MODELLED_COMPUTE_CAPS = ("8.0", "8.6", "8.7", "8.9")
 
 
+def _cap(gpu):
+    """(major, minor) of a GPU's compute_cap ("8.6"), or None when the list does not carry it (a profile)."""
+    try:
+        major, minor = str(gpu["compute_cap"]).split(".", 1)
+        return int(major), int(minor)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def below_sm80(gpus):
+    """True when a GPU's compute capability is below 8.0. Both releases then load the model in float16 whatever
+    args.dtype says - "Compute capability below sm80. Use float16 due to lack of bfloat16 support." (0.5.9
+    model_runner.py load_model, 0.5.23 load_model_utils.maybe_downgrade_dtype_for_legacy_gpu) - so the weights and an
+    auto KV cache are float16's two bytes (a float32 model's: half)."""
+    return any(c is not None and c[0] < 8 for c in (_cap(g) for g in gpus))
+
+
 def compute_capability_problem(gpus, args, release):
     """None, or why the GPUs' compute capability (nvidia_gpu_facts' compute_cap, when the GPU list carries it) cannot
-    be planned with the default attention backend: an architecture whose default this planner does not model is
-    refused by name, not planned as Ampere (#61 item 4). With args.attention_backend given, any capability is planned
-    (SGLang uses that backend)."""
+    be planned: below sm75 SGLang refuses to load the model (both releases: below 8.0 with a minor under 5, "SGLang
+    only supports sm75 and above." - whatever the backend); an architecture whose default attention backend this
+    planner does not model is refused by name, not planned as Ampere (#61 item 4). With args.attention_backend given,
+    any capability SGLang runs on is planned (SGLang uses that backend)."""
+    for i, g in enumerate(gpus):
+        cap = _cap(g)
+        if cap is not None and cap[0] < 8 and cap[1] < 5:
+            return ("%s (GPU %s) has compute capability %s: SGLang %s stops at weight loading with \"SGLang only "
+                    "supports sm75 and above.\" (Volta and older); use a GPU of compute capability 7.5 or newer. "
+                    "Nothing was planned" % (g.get("name", "a GPU"), g.get("index", i), g["compute_cap"], release))
     if as_server_args(args).attention_backend:
         return None
     for i, g in enumerate(gpus):
