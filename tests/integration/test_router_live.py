@@ -80,8 +80,11 @@ def lab(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("router")
     workers = [start_worker(tmp, "w1"), start_worker(tmp, "w2"), start_worker(tmp, "w3")]
     port = free_port()
+    # its metrics on a free port too: the router's default (29000) may be taken by another router on this machine (a
+    # router left running by an interrupted run made the whole module fail at setup)
     (tmp / "args.json").write_text(json.dumps(["--host", "127.0.0.1", "--port", str(port), "--policy", "round_robin",
-                                               "--health-check-interval-secs", "2"]))
+                                               "--health-check-interval-secs", "2",
+                                               "--prometheus-port", str(free_port())]))
     (tmp / "workers.json").write_text(json.dumps([w["url"] for w in workers[:2]]))
     key_file = tmp / "router.key"
     key_file.write_text(KEY + "\n")
@@ -227,8 +230,10 @@ def test_pd_mode_from_the_roles_argv_routes_each_request_to_its_prefill_and_its_
                               stdout=open(str(tmp_path / "router.log"), "w"), stderr=subprocess.STDOUT)
     try:
         wait(lambda: http(port, "/health")[0] == 200, "the router")
-        wait(lambda: all(w["is_healthy"] for w in json.loads(http(port, "/workers", key=KEY)[1])["workers"]),
-             "the router's prefill and decode servers")
+        # both listed and healthy (an empty list is not: the router registers its PD servers after /health answers,
+        # later on a loaded machine - seen in a CI run, where the counts read 0 and 0)
+        wait(lambda: [w["is_healthy"] for w in json.loads(http(port, "/workers", key=KEY)[1])["workers"]]
+             == [True, True], "the router's prefill and decode servers")
         doc = json.loads(http(port, "/workers", key=KEY)[1])
         assert doc["stats"] == {"prefill_count": 1, "decode_count": 1, "regular_count": 0}
         kinds = sorted((w["worker_type"], w["url"], w.get("bootstrap_port")) for w in doc["workers"])
