@@ -2,9 +2,10 @@
 # The oldest ansible-core the collection claims (#62 item 5): meta/runtime.yml's requires_ansible is ">=<floor>", and
 # the toolchain (.venv, dev.lock) runs the newest release the index serves; this runs the rest again with the floor
 # (.venv-core-floor, tests/ci/locks/core-floor.lock): the unit tests that use ansible-core (`-m controller`: the pct
-# connection's option registration, the action and filter plugins; the others do not import it), plan.yml, ansible-test sanity of that release on the collection tree, and the lab's smoke scenario - the
-# pct connection for real, to a container through the node's pct (molecule from the toolchain, every ansible
-# command it runs from the floor). Fails when the claim and the floor differ.
+# connection's option registration, the action and filter plugins; the others do not import it), plan.yml,
+# ansible-test sanity of that release on the collection tree, and the lab's smoke scenario - the pct connection for
+# real, to a container through the node's pct (molecule from the toolchain, every ansible command it runs from the
+# floor). Fails when the claim and the floor differ.
 #   tests/ci/core-floor.sh [LAB_SLOT]     (default 1: run-all.sh runs it in the pytest lane, before lane b's lab)
 # Releases older than the floor are not claimed: docs/testing.md says what fails on them.
 set -uo pipefail

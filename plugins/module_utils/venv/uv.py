@@ -158,6 +158,8 @@ _UV_PREPARED = re.compile(r"^Prepared (\d+) packages?\b")
 _UV_INSTALLED = re.compile(r"^Installed (\d+) packages?\b")
 _UV_COMPILED = re.compile(r"^Bytecode compiled (\d+) files?\b")
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+_UV_COUNTS = {_UV_RESOLVED: "resolved", _UV_PREPARED: "prepared", _UV_INSTALLED: "installed", _UV_COMPILED: "bytecode"}
+_UV_PHASES = tuple(_UV_COUNTS) + (_UV_UNCACHED, _UV_DOWNLOADING, _UV_DOWNLOADED)
 
 
 def _count(n, what):
@@ -214,20 +216,24 @@ class BuildProgress(object):
         return self._uv_phase(text)
 
     def _uv_phase(self, text):
-        before = self.message(0)
-        for rx, attr in ((_UV_RESOLVED, "resolved"), (_UV_PREPARED, "prepared"), (_UV_INSTALLED, "installed"),
-                         (_UV_COMPILED, "bytecode")):
+        """One of uv's phase lines taken in. They are a few among -v's thousands of DEBUG lines, so the message is
+        rendered (to tell whether it changed) only for a line that is one."""
+        for rx in _UV_PHASES:
             m = rx.match(text)
             if m:
-                setattr(self, attr, int(m.group(1)))
-        if _UV_UNCACHED.match(text):
+                break
+        else:
+            return False
+        before = self.message(0)
+        if rx is _UV_UNCACHED:
             self.to_fetch += 1
-        m = _UV_DOWNLOADING.match(text)
-        if m:
+        elif rx is _UV_DOWNLOADING:
             self.large[m.group(1)] = int(float(m.group(2)) * _UNITS[m.group(3)])
-        m = _UV_DOWNLOADED.match(text)
-        if m and m.group(1) in self.large:
-            self.large_done.add(m.group(1))
+        elif rx is _UV_DOWNLOADED:
+            if m.group(1) in self.large:
+                self.large_done.add(m.group(1))
+        else:
+            setattr(self, _UV_COUNTS[rx], int(m.group(1)))
         return self.message(0) != before
 
     def bytes_done(self):
@@ -256,8 +262,10 @@ class BuildProgress(object):
                 msg += " in the build of %s" % self.package
         elif self.package:
             msg += ": building %s from source" % self.package
-        elif self._uv_message():
-            msg += ": " + self._uv_message()
+        else:
+            said = self._uv_message()
+            if said:
+                msg += ": " + said
         return msg
 
     def doc(self, elapsed):
